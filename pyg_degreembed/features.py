@@ -1,0 +1,139 @@
+r"""Degree features: the set of edge types leaving each entity."""
+from typing import NamedTuple
+
+import torch
+from torch import Tensor
+from torch_geometric.utils import cumsum, degree
+
+
+class PrefixTrie(NamedTuple):
+    r"""The distinct prefixes of a set of token sequences, level by level, so
+    that a recurrent network can read every distinct prefix once.
+
+    Attributes:
+        token (torch.Tensor): The last token of each node (prefix), nodes
+            ordered by length, shape :obj:`[M]`.
+        parent (torch.Tensor): Index of the node one token shorter, or
+            :obj:`-1` for prefixes of length 1, shape :obj:`[M]`.
+        level_ptr (torch.Tensor): Nodes of length :obj:`i` are
+            :obj:`level_ptr[i-1]:level_ptr[i]`, shape :obj:`[S + 1]`.
+        leaf (torch.Tensor): The node of each whole sequence, shape
+            :obj:`[U]`.
+    """
+    token: Tensor
+    parent: Tensor
+    level_ptr: Tensor
+    leaf: Tensor
+
+    def to(self, device) -> 'PrefixTrie':
+        return PrefixTrie(*(t.to(device) for t in self))
+
+
+def prefix_trie(tokens: Tensor, lengths: Tensor) -> PrefixTrie:
+    r"""Builds the :class:`PrefixTrie` of right-padded sequences
+    :obj:`tokens` of shape :obj:`[U, S]` with lengths :obj:`[U]`."""
+    U = tokens.size(0)
+    device = tokens.device
+    token, parent, sizes = [], [], []
+    leaf = torch.empty(U, dtype=torch.long, device=device)
+    prev_id = None  # for each sequence, its node at the previous level
+    offset = prev_offset = 0
+    for i in range(1, int(lengths.max()) + 1 if U else 1):
+        rows = (lengths >= i).nonzero().view(-1)
+        prefixes, inverse = torch.unique(tokens[rows, :i], dim=0,
+                                         return_inverse=True)
+        token.append(prefixes[:, -1])
+        level_parent = torch.full((prefixes.size(0), ), -1, dtype=torch.long,
+                                  device=device)
+        if prev_id is not None:
+            level_parent[inverse] = prev_id[rows] + prev_offset
+        parent.append(level_parent)
+        node_id = torch.full((U, ), -1, dtype=torch.long, device=device)
+        node_id[rows] = inverse
+        ends = lengths[rows] == i
+        leaf[rows[ends]] = inverse[ends] + offset
+        sizes.append(prefixes.size(0))
+        prev_id, prev_offset = node_id, offset
+        offset += prefixes.size(0)
+    level_ptr = torch.tensor([0] + sizes, device=device).cumsum(0)
+    return PrefixTrie(torch.cat(token), torch.cat(parent), level_ptr, leaf)
+
+
+def reverse_padded(tokens: Tensor, lengths: Tensor) -> Tensor:
+    r"""Reverses each right-padded sequence within its length."""
+    position = torch.arange(tokens.size(1), device=tokens.device)
+    source = (lengths.view(-1, 1) - 1 - position).clamp(min=0)
+    source = torch.where(position < lengths.view(-1, 1), source, position)
+    return tokens.gather(1, source)
+
+
+class DegreeSets(NamedTuple):
+    r"""The degree-type sets of all entities, stored once per unique set.
+
+    Attributes:
+        tokens (torch.Tensor): Unique degree-type sequences, sorted ascending
+            and right-padded, shape :obj:`[U, S]`.  Token :obj:`K` (the number
+            of edge types) is the "no edges" token; padding positions hold
+            :obj:`K` too and are never read (sequences are packed).
+        lengths (torch.Tensor): Length of each unique sequence, shape
+            :obj:`[U]` (at least 1).
+        index (torch.Tensor): For each entity the row of its set in
+            :obj:`tokens`, shape :obj:`[N]`.
+        forward_trie (PrefixTrie): Distinct prefixes of the sequences.
+        backward_trie (PrefixTrie): Distinct prefixes of the reversed
+            sequences (i.e. distinct suffixes).
+    """
+    tokens: Tensor
+    lengths: Tensor
+    index: Tensor
+    forward_trie: PrefixTrie
+    backward_trie: PrefixTrie
+
+    def to(self, device) -> 'DegreeSets':
+        return DegreeSets(*(t.to(device) for t in self))
+
+
+def source_type_pairs(edge_index: Tensor, edge_type: Tensor,
+                      num_edge_types: int) -> Tensor:
+    r"""The unique (source entity, edge type) pairs of a graph, encoded as
+    :obj:`src * K + type` and sorted (by source, then type)."""
+    return torch.unique(edge_index[0] * num_edge_types + edge_type)
+
+
+def degree_sets(edge_index: Tensor, edge_type: Tensor, num_nodes: int,
+                num_edge_types: int) -> DegreeSets:
+    r"""Computes the degree-type set of every entity (Section 4.2 of the
+    paper): entity :math:`e` has edge type :math:`k` in its set iff it has an
+    out-edge of type :math:`k`.  With inverse edges added (type
+    :math:`r + R`), an in-edge of :math:`r` is an out-edge of
+    :math:`r + R`, so the direction is kept.  Presence, not counts.
+
+    No Python loop over edges: the sets come from :func:`torch.unique` over
+    :obj:`src * K + type`, and identical sets are merged with
+    :func:`torch.unique` over rows.
+
+    Args:
+        edge_index (torch.Tensor): The observed graph, shape :obj:`[2, E]`.
+        edge_type (torch.Tensor): Edge types in :obj:`[0, K)`, shape
+            :obj:`[E]`.
+        num_nodes (int): The number of entities :math:`N`.
+        num_edge_types (int): The number of edge types :math:`K`.
+
+    :rtype: :class:`DegreeSets`
+    """
+    K = num_edge_types
+    pairs = source_type_pairs(edge_index, edge_type, K)
+    src, typ = pairs // K, pairs % K
+    lengths = degree(src, num_nodes, dtype=torch.long)
+    position = torch.arange(pairs.numel(), device=pairs.device)
+    position = position - cumsum(lengths)[:-1][src]
+
+    width = max(int(lengths.max()) if num_nodes > 0 else 1, 1)
+    padded = torch.full((num_nodes, width), K, dtype=torch.long,
+                        device=pairs.device)
+    padded[src, position] = typ
+    # Entities without edges keep the single "no edges" token K.
+    tokens, index = torch.unique(padded, dim=0, return_inverse=True)
+    lengths = (tokens != K).sum(dim=1).clamp(min=1)
+    return DegreeSets(tokens, lengths, index, prefix_trie(tokens, lengths),
+                      prefix_trie(reverse_padded(tokens, lengths), lengths))

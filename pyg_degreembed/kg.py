@@ -1,0 +1,125 @@
+r"""The knowledge graph as a PyG :class:`~torch_geometric.data.Data` object.
+
+The layout follows :class:`torch_geometric.datasets.RelLinkPredDataset`, with
+the Neural-LP split of the training triples into *facts* (graph only) and
+*train* (graph and training queries):
+
+* :obj:`edge_index`, :obj:`edge_type`: the observed graph used for message
+  passing, i.e. :math:`\text{facts} \cup \text{train}` plus the inverse of
+  every edge with type :obj:`r + num_relations`.  Valid and test triples are
+  never edges.
+* :obj:`{split}_edge_index`, :obj:`{split}_edge_type` for
+  :obj:`split in ("facts", "train", "valid", "test")`: the triples of each split
+  (without inverses).
+* :obj:`num_relations`: the number :math:`R` of KG relations (the graph has
+  :math:`2R` edge types).
+* :obj:`entity_names`, :obj:`relation_names`: lists of names, index = id.
+"""
+from typing import Dict, List, Optional, Sequence
+
+import torch
+from torch import Tensor
+from torch_geometric.data import Data
+
+SPLITS = ('facts', 'train', 'valid', 'test')
+GRAPH_SPLITS = ('facts', 'train')
+
+
+def add_inverse_edges(edge_index: Tensor, edge_type: Tensor,
+                      num_relations: int):
+    r"""Returns the edges together with their inverses: an edge
+    :math:`(i, r, j)` gets the companion :math:`(j, r + R, i)`.
+
+    Args:
+        edge_index (torch.Tensor): Edge indices of shape :obj:`[2, E]`.
+        edge_type (torch.Tensor): Relation ids in :obj:`[0, R)`, shape
+            :obj:`[E]`.
+        num_relations (int): The number :math:`R` of relations.
+
+    :rtype: (:class:`torch.Tensor` of shape :obj:`[2, 2E]`,
+        :class:`torch.Tensor` of shape :obj:`[2E]`)
+    """
+    src, dst = edge_index
+    edge_index = torch.stack([torch.cat([src, dst]), torch.cat([dst, src])])
+    edge_type = torch.cat([edge_type, edge_type + num_relations])
+    return edge_index, edge_type
+
+
+def inverse_relation(relation: Tensor, num_relations: int) -> Tensor:
+    r"""Maps an edge type :math:`k \in [0, 2R)` to its inverse type."""
+    return (relation + num_relations) % (2 * num_relations)
+
+
+def kg_data(
+    num_nodes: int,
+    num_relations: int,
+    splits: Dict[str, Tensor],
+    entity_names: Optional[Sequence[str]] = None,
+    relation_names: Optional[Sequence[str]] = None,
+) -> Data:
+    r"""Builds the knowledge-graph :class:`~torch_geometric.data.Data` object
+    from triples given per split.
+
+    Args:
+        num_nodes (int): The number of entities :math:`N`.
+        num_relations (int): The number of relations :math:`R`.
+        splits (Dict[str, torch.Tensor]): Triples per split name
+            (:obj:`"facts"`, :obj:`"train"`, :obj:`"valid"`, :obj:`"test"`) as
+            :obj:`[3, n]` tensors of rows (head, relation, tail).  Missing
+            splits are empty.
+        entity_names (List[str], optional): Names of the entities.
+        relation_names (List[str], optional): Names of the relations.
+    """
+    unknown = set(splits) - set(SPLITS)
+    if unknown:
+        raise ValueError(f"Unknown split name(s) {sorted(unknown)}; "
+                         f"expected a subset of {SPLITS}")
+    kwargs = {}
+    for split in SPLITS:
+        triples = splits.get(split, torch.empty(3, 0, dtype=torch.long))
+        triples = torch.as_tensor(triples, dtype=torch.long)
+        kwargs[f'{split}_edge_index'] = triples[[0, 2]].contiguous()
+        kwargs[f'{split}_edge_type'] = triples[1].contiguous()
+
+    edge_index = torch.cat([kwargs[f'{s}_edge_index'] for s in GRAPH_SPLITS],
+                           dim=1)
+    edge_type = torch.cat([kwargs[f'{s}_edge_type'] for s in GRAPH_SPLITS])
+    edge_index, edge_type = add_inverse_edges(edge_index, edge_type,
+                                              num_relations)
+    data = Data(num_nodes=num_nodes, edge_index=edge_index,
+                edge_type=edge_type, **kwargs)
+    data.num_relations = num_relations
+    data.entity_names = _names(entity_names, num_nodes, 'e')
+    data.relation_names = _names(relation_names, num_relations, 'r')
+    return data
+
+
+def split_triples(data: Data, split: str) -> Tensor:
+    r"""Returns the triples of :obj:`split` as a :obj:`[3, n]` tensor of rows
+    (head, relation, tail)."""
+    edge_index = data[f'{split}_edge_index']
+    return torch.stack([edge_index[0], data[f'{split}_edge_type'],
+                        edge_index[1]])
+
+
+def all_triples(data: Data) -> Tensor:
+    r"""All known true triples (every split), as a :obj:`[3, n]` tensor."""
+    return torch.cat([split_triples(data, s) for s in SPLITS], dim=1)
+
+
+def relation_name(data: Data, edge_type: int) -> str:
+    r"""The name of edge type :obj:`edge_type`, with :obj:`inv_` prefixed for
+    inverse types :obj:`>= num_relations`."""
+    R = data.num_relations
+    if edge_type >= R:
+        return 'inv_' + data.relation_names[edge_type - R]
+    return data.relation_names[edge_type]
+
+
+def _names(names: Optional[Sequence[str]], n: int, prefix: str) -> List[str]:
+    if names is None:
+        return [f'{prefix}{i}' for i in range(n)]
+    names = list(names)
+    if len(names) != n:
+        raise ValueError(f"Got {len(names)} names for {n} ids")
+    return names

@@ -1,0 +1,4 @@
+from .degree_embedding import DegreeEmbedding
+from .rule_reasoner import DegreEmbedReasoner, RuleReasoner
+
+__all__ = ['DegreeEmbedding', 'RuleReasoner', 'DegreEmbedReasoner']

@@ -1,0 +1,232 @@
+from typing import Optional
+
+import torch
+from torch import Tensor
+from torch.nn import LSTM, Embedding, Linear, Module, ModuleList
+
+from ..kg import inverse_relation
+from ..typed_graph import Signals, TypedGraph
+from .degree_embedding import DegreeEmbedding
+
+
+class RuleReasoner(Module):
+    r"""The differentiable rule learner of DRUM (`"DRUM: End-To-End
+    Differentiable Rule Mining On Knowledge Graphs"
+    <https://arxiv.org/abs/1911.00055>`_), on which Neural LP and DegreEmbed
+    build.
+
+    A query :math:`(h, q, ?)` is answered by :math:`L` steps of soft rule
+    application from the one-hot vector :math:`\mathbf{x}_0 =
+    \mathbf{v}_h`, independently for each of :math:`T` ranks:
+
+    .. math::
+        \mathbf{x}^{(j)}_l = \mathrm{norm}\Big( \sum_{k=1}^{K}
+        a^{(j)}_{l,k} \, \mathbf{x}^{(j)\top}_{l-1} \mathbf{B}_k +
+        a^{(j)}_{l,0} \, \mathbf{x}^{(j)}_{l-1} \Big), \qquad
+        \mathrm{score}(\cdot \mid h, q) = \sum_{j=1}^{T} \mathbf{x}^{(j)}_L,
+
+    with :math:`\mathrm{norm}(\mathbf{x}) = \mathbf{x} /
+    \max(\sum_i x_i, \epsilon)`, :math:`K = 2R` edge types (relations and
+    their inverses) and the identity as operator :math:`0`.  The attention
+    :math:`\mathbf{a}^{(j)}_l = \mathrm{softmax}(\mathbf{W} [\mathbf{h}_l \|
+    \mathbf{h}'_l] + \mathbf{b})` comes from the :math:`j`-th bidirectional
+    LSTM run over the query embedding repeated :math:`L` times.
+
+    Here :math:`\mathbf{B}_k = \mathbf{M}_k` (the adjacency matrix of edge
+    type :math:`k`, counting duplicate edges), which is DRUM; with
+    :obj:`rank=1` it is the rank-one form of Neural LP.
+    :class:`DegreEmbedReasoner` scales the rows of :math:`\mathbf{M}_k`
+    by a learned degree embedding.
+
+    Args:
+        num_relations (int): The number :math:`R` of KG relations.
+        num_steps (int, optional): The maximum rule length :math:`L`.
+            (default: :obj:`2`)
+        rank (int, optional): The rank :math:`T`. (default: :obj:`3`)
+        embedding_dim (int, optional): Size of the query embeddings.
+            (default: :obj:`128`)
+        hidden_channels (int, optional): Hidden size of each LSTM direction.
+            (default: :obj:`128`)
+        eps (float, optional): The :math:`\epsilon` of the normalisation.
+            (default: :obj:`1e-20`)
+
+    Shapes:
+        - **input:** :class:`~pyg_degreembed.TypedGraph` of :math:`N`
+          entities, head entities :math:`(B)`, query relations :math:`(B)`
+          in :math:`[0, 2R)`
+        - **output:** scores :math:`(B, N)`
+    """
+    def __init__(self, num_relations: int, num_steps: int = 2, rank: int = 3,
+                 embedding_dim: int = 128, hidden_channels: int = 128,
+                 eps: float = 1e-20):
+        super().__init__()
+        if num_relations < 1 or num_steps < 1 or rank < 1:
+            raise ValueError("'num_relations', 'num_steps' and 'rank' must "
+                             "be positive")
+        self.num_relations = num_relations
+        self.num_edge_types = 2 * num_relations
+        self.num_steps = num_steps
+        self.rank = rank
+        self.embedding_dim = embedding_dim
+        self.hidden_channels = hidden_channels
+        self.eps = eps
+
+        self.query_embedding = Embedding(self.num_edge_types, embedding_dim)
+        self.controllers = ModuleList([
+            LSTM(embedding_dim, hidden_channels, batch_first=True,
+                 bidirectional=True) for _ in range(rank)
+        ])
+        # Operators 0..K-1 are the edge types, operator K the identity.
+        self.attention = Linear(2 * hidden_channels, self.num_edge_types + 1)
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        self.query_embedding.reset_parameters()
+        for lstm in self.controllers:
+            lstm.reset_parameters()
+        self.attention.reset_parameters()
+
+    def operator_attention(self, relation: Optional[Tensor] = None) -> Tensor:
+        r"""The attention over the :math:`K + 1` operators (edge types, then
+        the identity) for every query relation, rank and step.
+
+        Args:
+            relation (torch.Tensor, optional): Query relations in
+                :math:`[0, 2R)`, shape :obj:`[B]`. (default: all :math:`2R`)
+
+        :rtype: :class:`torch.Tensor` of shape :obj:`[B, T, L, K + 1]`
+        """
+        device = self.query_embedding.weight.device
+        if relation is None:
+            relation = torch.arange(self.num_edge_types, device=device)
+        # Run the controllers once per distinct relation of the batch.
+        unique, index = torch.unique(relation, return_inverse=True)
+        x = self.query_embedding(unique).unsqueeze(1)
+        x = x.expand(-1, self.num_steps, -1)
+        out = torch.stack([lstm(x)[0] for lstm in self.controllers], dim=1)
+        return torch.softmax(self.attention(out), dim=-1)[index]
+
+    def edge_weight(self, graph: TypedGraph,
+                    nodes: Optional[Tensor] = None) -> Optional[Tensor]:
+        r"""The per-source weight :math:`\rho` of every edge type, shape
+        :obj:`[N, K]`, or :obj:`None` for plain adjacency matrices.
+
+        Args:
+            graph (TypedGraph): The observed graph.
+            nodes (torch.Tensor, optional): If given, only the rows of these
+                entities are needed. (default: :obj:`None`)
+        """
+        return None
+
+    def forward(self, graph: TypedGraph, head: Tensor, relation: Tensor,
+                remove_tail: Optional[Tensor] = None,
+                mode: str = 'auto') -> Tensor:
+        r"""Scores every entity as the answer of the queries
+        :obj:`(head, relation, ?)`.
+
+        Args:
+            graph (TypedGraph): The observed graph, with :math:`2R` edge
+                types (inverse edges included).
+            head (torch.Tensor): Head entities, shape :obj:`[B]`.
+            relation (torch.Tensor): Query relations in :math:`[0, 2R)`
+                (:obj:`r + R` asks for the head of :obj:`r`), shape
+                :obj:`[B]`.
+            remove_tail (torch.Tensor, optional): If given (during training),
+                query :obj:`b` does not see the edge :obj:`(head[b],
+                relation[b], remove_tail[b])` nor its inverse, for that query
+                only. (default: :obj:`None`)
+            mode (str, optional): Propagation mode, see
+                :meth:`TypedGraph.propagate`. (default: :obj:`"auto"`)
+
+        :rtype: :class:`torch.Tensor` of shape :obj:`[B, N]`
+        """
+        self._check_input(graph, head, relation)
+        N, K, T = graph.num_nodes, self.num_edge_types, self.rank
+        B, C = head.numel(), head.numel() * T
+        attention = self.operator_attention(relation)  # [B, T, L, K + 1]
+        # Only entities within L - 1 hops of a head can send a signal.
+        sources = graph.neighborhood(head, self.num_steps - 1)
+        rho = self.edge_weight(
+            graph, sources if sources.numel() < graph.num_nodes else None)
+
+        # Column c = b * T + j holds query b at rank j.
+        x = Signals.one_hot(head.repeat_interleave(T),
+                            attention.new_ones(C))
+        removed = None
+        if remove_tail is not None:
+            inverse = inverse_relation(relation, self.num_relations)
+            lo1, hi1 = graph.edge_range(head, relation, remove_tail)
+            lo2, hi2 = graph.edge_range(remove_tail, inverse, head)
+            removed = (torch.stack([lo1, lo2], -1).repeat_interleave(T, 0),
+                       torch.stack([hi1, hi2], -1).repeat_interleave(T, 0))
+
+        for step in range(self.num_steps):
+            a = attention[:, :, step].reshape(C, K + 1).t()
+            x = graph.propagate(x, a[:K], rho, a[K], removed, mode)
+            x = x.normalize(self.eps)
+        # Sum over ranks: column c adds to query c // T.
+        scores = x.value.new_zeros(B * N).index_add(
+            0, torch.div(x.column, T, rounding_mode='floor') * N + x.node,
+            x.value)
+        return scores.view(B, N)
+
+    def _check_input(self, graph: TypedGraph, head: Tensor, relation: Tensor):
+        if graph.num_edge_types != self.num_edge_types:
+            raise ValueError(
+                f'The graph has {graph.num_edge_types} edge types, but this '
+                f'model was built for {self.num_relations} relations '
+                f'({self.num_edge_types} edge types with inverses)')
+        if head.shape != relation.shape or head.dim() != 1:
+            raise ValueError(f"'head' and 'relation' must be vectors of one "
+                             f"length, got shapes {list(head.shape)} and "
+                             f"{list(relation.shape)}")
+        if head.numel() and (int(head.min()) < 0
+                             or int(head.max()) >= graph.num_nodes):
+            raise ValueError(f"'head' holds entity ids outside "
+                             f"[0, {graph.num_nodes})")
+        if relation.numel() and (int(relation.min()) < 0 or
+                                 int(relation.max()) >= self.num_edge_types):
+            raise ValueError(f"'relation' holds ids outside "
+                             f"[0, {self.num_edge_types})")
+
+    def __repr__(self) -> str:
+        return (f'{self.__class__.__name__}({self.num_relations}, '
+                f'num_steps={self.num_steps}, rank={self.rank})')
+
+
+class DegreEmbedReasoner(RuleReasoner):
+    r"""The DegreEmbed model from the "DegreEmbed: incorporating entity
+    embedding into logic rule learning for knowledge graph reasoning" paper
+    (Li et al.): a :class:`RuleReasoner` whose operators are
+    :math:`\mathbf{B}_k[e, j] = \mathbf{M}_k[e, j] \, \rho_{e,k}`, with
+    :math:`\rho` from a :class:`DegreeEmbedding` of the observed graph,
+    trained end to end.
+
+    Args:
+        num_relations (int): The number :math:`R` of KG relations.
+        num_steps (int, optional): The maximum rule length :math:`L`.
+            (default: :obj:`2`)
+        rank (int, optional): The rank :math:`T`. (default: :obj:`3`)
+        embedding_dim (int, optional): Size of the query and degree-type
+            embeddings. (default: :obj:`128`)
+        hidden_channels (int, optional): Hidden size of each LSTM direction.
+            (default: :obj:`128`)
+        eps (float, optional): The :math:`\epsilon` of the normalisation.
+            (default: :obj:`1e-20`)
+    """
+    def __init__(self, num_relations: int, num_steps: int = 2, rank: int = 3,
+                 embedding_dim: int = 128, hidden_channels: int = 128,
+                 eps: float = 1e-20):
+        super().__init__(num_relations, num_steps, rank, embedding_dim,
+                         hidden_channels, eps)
+        self.degree_embedding = DegreeEmbedding(2 * num_relations,
+                                                embedding_dim, hidden_channels)
+
+    def reset_parameters(self):
+        super().reset_parameters()
+        if hasattr(self, 'degree_embedding'):
+            self.degree_embedding.reset_parameters()
+
+    def edge_weight(self, graph: TypedGraph,
+                    nodes: Optional[Tensor] = None) -> Tensor:
+        return self.degree_embedding(graph.degree, nodes)
