@@ -1,0 +1,23 @@
+r"""pyg_degreembed: interpretable rule learning on knowledge graphs with
+PyTorch Geometric (DegreEmbed, DRUM, Neural LP)."""
+from .convert import from_edge_index, from_hetero_data, to_hetero_data
+from .datasets import KGBenchmark, bundled_path
+from .evaluation import (Ranks, TrueAnswers, compute_ranks, evaluate,
+                         filtered_ranks)
+from .features import DegreeSets, degree_sets
+from .io import KGFormatError, load_neural_lp
+from .nn import DegreeEmbedding, DegreEmbedReasoner, RuleReasoner
+from .rules import Rule, extract_rules
+from .training import FitResult, fit, rule_loss
+from .typed_graph import Signals, TypedGraph
+
+__version__ = '0.1.0'
+
+__all__ = [
+    'DegreeEmbedding', 'RuleReasoner', 'DegreEmbedReasoner', 'TypedGraph',
+    'Signals', 'DegreeSets', 'degree_sets', 'load_neural_lp',
+    'KGFormatError', 'KGBenchmark', 'bundled_path', 'from_edge_index',
+    'from_hetero_data', 'to_hetero_data', 'TrueAnswers', 'Ranks',
+    'filtered_ranks', 'compute_ranks', 'evaluate', 'fit', 'FitResult',
+    'rule_loss', 'Rule', 'extract_rules', '__version__'
+]

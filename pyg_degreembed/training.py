@@ -135,7 +135,7 @@ def fit(
         total, count = 0., 0
         batches = perm.split(batch_size)
         for index in tqdm(batches, desc=f'epoch {epoch}', leave=False,
-                          disable=not progress):
+                          disable=None if progress else True):
             h, q, t = head[index], relation[index], tail[index]
             scores = model(graph, h, q, remove_tail=t)
             batch_loss = rule_loss(scores, t, loss, model.eps)

@@ -16,8 +16,8 @@ class _ConstantSparseMatmul(torch.autograd.Function):
     :math:`\mathbf{M}`, which is a constant)."""
     @staticmethod
     def forward(ctx, mat: Tensor, mat_t: Tensor, y: Tensor) -> Tensor:
-        ctx.mat_t = mat_t
-        return mat @ y
+        ctx.mat_t = mat_t.to(y.dtype)
+        return mat.to(y.dtype) @ y
 
     @staticmethod
     def backward(ctx, grad: Tensor):
@@ -250,9 +250,13 @@ class TypedGraph:
         out = _ConstantSparseMatmul.apply(self.mat, self.mat_t, y).view(-1)
         if removed is not None:
             # Subtract the contribution of each left-out edge (all copies).
-            lo, hi = removed
+            # Ranges are runs of equal edges: equal or disjoint.  An edge
+            # named twice for one signal is left out once.
+            lo, order = torch.sort(removed[0], dim=1)
+            hi = removed[1].gather(1, order)
             col = torch.arange(C, device=lo.device).view(-1, 1).expand_as(lo)
             present = hi > lo
+            present[:, 1:] &= lo[:, 1:] != lo[:, :-1]
             lo, hi, col = lo[present], hi[present], col[present]
             src, typ = self.edge_src[lo], self.edge_type[lo]
             contrib = dense[src, col] * type_weight[typ, col] * (hi - lo)

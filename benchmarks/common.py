@@ -1,0 +1,55 @@
+"""Helpers shared by the benchmark scripts: machine description and atomic
+result files."""
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+
+import torch
+import torch_geometric
+
+RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'results')
+
+
+def machine() -> dict:
+    cpu = platform.processor()
+    try:
+        with open('/proc/cpuinfo') as f:
+            for line in f:
+                if line.startswith('model name'):
+                    cpu = line.split(':', 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    try:
+        commit = subprocess.run(['git', 'rev-parse', '--short', 'HEAD'],
+                                capture_output=True, text=True,
+                                cwd=os.path.dirname(RESULTS)).stdout.strip()
+    except OSError:
+        commit = ''
+    return {
+        'cpu': cpu,
+        'cores': os.cpu_count(),
+        'torch_threads': torch.get_num_threads(),
+        'python': platform.python_version(),
+        'torch': torch.__version__,
+        'torch_geometric': torch_geometric.__version__,
+        'platform': platform.platform(),
+        'git_commit': commit,
+        'command': ' '.join([os.path.basename(sys.executable)] + sys.argv),
+    }
+
+
+def write_json(name: str, payload: dict) -> str:
+    r"""Writes :obj:`payload` to :obj:`benchmarks/results/name`
+    atomically (temporary file + rename)."""
+    os.makedirs(RESULTS, exist_ok=True)
+    path = os.path.join(RESULTS, name)
+    fd, tmp = tempfile.mkstemp(dir=RESULTS, suffix='.tmp')
+    with os.fdopen(fd, 'w') as f:
+        json.dump(payload, f, indent=2)
+        f.write('\n')
+    os.replace(tmp, path)
+    return path

@@ -1,0 +1,53 @@
+import pytest
+import torch
+
+from pyg_degreembed import TypedGraph, from_edge_index
+
+
+def dense_operators(edge_index, edge_type, num_nodes, num_edge_types):
+    r"""Explicit adjacency matrices M_k[i, j] = number of edges i -k-> j."""
+    M = torch.zeros(num_edge_types, num_nodes, num_nodes, dtype=torch.double)
+    M.index_put_((edge_type, edge_index[0], edge_index[1]),
+                 torch.ones(edge_type.numel(), dtype=torch.double),
+                 accumulate=True)
+    return M
+
+
+@pytest.fixture
+def toy_kg():
+    r"""A hand-built family KG: 6 people, relations 0 = parentOf,
+    1 = siblingOf, 2 = spouseOf; entity 5 has no edges at all."""
+    triples = torch.tensor([
+        [0, 0, 2], [0, 0, 3], [1, 0, 2], [1, 0, 3],  # 0, 1 parents of 2, 3
+        [2, 1, 3], [3, 1, 2],  # 2, 3 siblings
+        [0, 2, 1], [1, 2, 0],  # 0, 1 spouses
+        [3, 0, 4],  # 3 parent of 4
+    ]).t()
+    valid = torch.tensor([[2, 1, 3]]).t()
+    test = torch.tensor([[4, 1, 4]]).t()
+    return from_edge_index(triples[[0, 2]], triples[1], num_nodes=6,
+                           num_relations=3,
+                           splits={'valid': valid, 'test': test})
+
+
+@pytest.fixture
+def random_graph():
+    r"""A random multigraph with duplicate edges and self-loops, with
+    inverse edges, 4 relations (8 edge types), 12 nodes."""
+    gen = torch.Generator().manual_seed(0)
+    N, R, E = 12, 4, 40
+    src = torch.randint(0, N, (E, ), generator=gen)
+    dst = torch.randint(0, N, (E, ), generator=gen)
+    typ = torch.randint(0, R, (E, ), generator=gen)
+    # Duplicates and a self-loop on purpose:
+    src = torch.cat([src, src[:5], torch.tensor([3])])
+    dst = torch.cat([dst, dst[:5], torch.tensor([3])])
+    typ = torch.cat([typ, typ[:5], torch.tensor([1])])
+    edge_index = torch.stack([torch.cat([src, dst]), torch.cat([dst, src])])
+    edge_type = torch.cat([typ, typ + R])
+    return edge_index, edge_type, N, 2 * R
+
+
+@pytest.fixture
+def random_typed_graph(random_graph):
+    return TypedGraph(*random_graph)

@@ -1,0 +1,88 @@
+import torch
+from torch.nn.utils.rnn import pack_padded_sequence
+
+from pyg_degreembed import DegreeEmbedding, DegreEmbedReasoner, TypedGraph
+from pyg_degreembed.training import rule_loss
+
+
+def toy_graph(toy_kg):
+    return TypedGraph(toy_kg.edge_index, toy_kg.edge_type, toy_kg.num_nodes,
+                      2 * toy_kg.num_relations)
+
+
+def test_trie_lstm_equals_packed_nn_lstm(toy_kg):
+    torch.manual_seed(0)
+    degree = toy_graph(toy_kg).degree
+    layer = DegreeEmbedding(6, embedding_dim=8, hidden_channels=5)
+    packed = pack_padded_sequence(layer.embedding(degree.tokens),
+                                  degree.lengths, batch_first=True,
+                                  enforce_sorted=False)
+    _, (h_n, _) = layer.lstm(packed)
+    expected = torch.cat([h_n[0], h_n[1]], dim=-1)
+    assert torch.allclose(layer.embed_sets(degree), expected, atol=1e-6)
+
+
+def test_rho_is_a_distribution_per_entity_and_shared_per_set(toy_kg):
+    degree = toy_graph(toy_kg).degree
+    rho = DegreeEmbedding(6, 8, 5)(degree)
+    assert rho.shape == (6, 6)
+    assert torch.allclose(rho.sum(-1), torch.ones(6))
+    assert torch.equal(rho[0], rho[1])  # entities 0 and 1 share a set
+    assert not torch.equal(rho[0], rho[2])
+
+
+def test_rows_for_some_nodes_equal_full_rows(toy_kg):
+    degree = toy_graph(toy_kg).degree
+    layer = DegreeEmbedding(6, 8, 5)
+    full = layer(degree)
+    part = layer(degree, torch.tensor([2, 4]))
+    assert torch.allclose(part[[2, 4]], full[[2, 4]], atol=1e-6)
+    assert torch.equal(part[[0, 1, 3, 5]], torch.zeros(4, 6))
+
+
+def test_gradients_reach_every_degree_embedding_parameter(toy_kg):
+    torch.manual_seed(0)
+    graph = toy_graph(toy_kg)
+    model = DegreEmbedReasoner(3, num_steps=2, rank=2, embedding_dim=8,
+                               hidden_channels=5)
+    head, relation, tail = torch.tensor([0, 2]), torch.tensor([0, 4]), \
+        torch.tensor([2, 3])
+    loss = rule_loss(model(graph, head, relation, remove_tail=tail), tail)
+    loss.backward()
+    for name, param in model.degree_embedding.named_parameters():
+        assert param.grad is not None, name
+        assert param.grad.abs().sum() > 0, name
+    # Rows of the tokens that occur in the graph all get a gradient.
+    used = torch.unique(graph.degree.tokens[graph.degree.tokens < 6])
+    grad = model.degree_embedding.embedding.weight.grad
+    assert (grad[used].abs().sum(-1) > 0).all()
+
+
+def test_degree_embedding_gradient_matches_finite_differences(toy_kg):
+    torch.manual_seed(0)
+    graph = toy_graph(toy_kg)
+    model = DegreEmbedReasoner(3, num_steps=2, rank=1, embedding_dim=4,
+                               hidden_channels=3).double()
+    head, relation, tail = torch.tensor([0]), torch.tensor([0]), \
+        torch.tensor([3])
+    bias = model.degree_embedding.lin.bias
+
+    def loss():
+        return rule_loss(model(graph, head, relation), tail)
+
+    loss().backward()
+    assert bias.grad.abs().sum() > 1e-3
+    eps = 1e-6
+    for i in range(bias.numel()):
+        with torch.no_grad():
+            bias[i] += eps
+            up = loss().item()
+            bias[i] -= 2 * eps
+            down = loss().item()
+            bias[i] += eps
+        assert abs((up - down) / (2 * eps) - bias.grad[i].item()) < 1e-6
+
+
+def test_repr():
+    assert repr(DegreeEmbedding(6, 8, 5)) == \
+        'DegreeEmbedding(6, embedding_dim=8, hidden_channels=5)'

@@ -1,0 +1,98 @@
+import pytest
+import torch
+
+from pyg_degreembed import TrueAnswers, filtered_ranks
+from pyg_degreembed.evaluation import (Ranks, both_directions,
+                                       compute_ranks, rank_metrics)
+
+
+def test_tie_policies_on_hand_made_scores():
+    scores = torch.tensor([
+        [0.9, 0.5, 0.5, 0.5, 0.1],  # target 2: one better, two tied
+        [0.0, 0.0, 0.0, 0.0, 0.0],  # target 0: all tied
+        [0.1, 0.9, 0.8, 0.0, 0.0],  # target 1: best
+    ])
+    ranks = filtered_ranks(scores, torch.tensor([2, 0, 1]))
+    assert ranks['optimistic'].tolist() == [2, 1, 1]
+    assert ranks['pessimistic'].tolist() == [4, 5, 1]
+    assert ranks['realistic'].tolist() == [3, 3, 1]
+
+
+def test_filtering_removes_other_true_answers_only():
+    scores = torch.tensor([[0.9, 0.8, 0.5, 0.5, 0.7]])
+    # Entities 0 and 3 are other true answers; 2 is the target (listed
+    # among the true answers too, as in practice).
+    true_pairs = (torch.tensor([0, 0, 0]), torch.tensor([0, 3, 2]))
+    ranks = filtered_ranks(scores, torch.tensor([2]), true_pairs)
+    # Better: 1 (0.8) and 4 (0.7); the tie with 3 is filtered away.
+    assert ranks['optimistic'].tolist() == [3]
+    assert ranks['pessimistic'].tolist() == [3]
+
+
+def test_nan_scores_are_rejected():
+    with pytest.raises(ValueError, match='NaN'):
+        filtered_ranks(torch.tensor([[float('nan'), 1.]]), torch.tensor([1]))
+
+
+def test_true_answers_lookup_matches_brute_force():
+    gen = torch.Generator().manual_seed(0)
+    N, R = 7, 3
+    triples = torch.stack([torch.randint(0, N, (30, ), generator=gen),
+                           torch.randint(0, R, (30, ), generator=gen),
+                           torch.randint(0, N, (30, ), generator=gen)])
+    index = TrueAnswers(triples, N, R)
+    head, relation, _ = both_directions(triples, R)
+    batch, answer = index.lookup(head, relation)
+    for b in range(head.numel()):
+        h, q = int(head[b]), int(relation[b])
+        if q < R:
+            expected = {int(t) for hh, r, t in triples.t() if hh == h
+                        and r == q}
+        else:
+            expected = {int(hh) for hh, r, t in triples.t() if t == h
+                        and r == q - R}
+        assert set(answer[batch == b].tolist()) == expected
+
+
+def test_rank_metrics():
+    m = rank_metrics(torch.tensor([1., 2., 4., 20.]))
+    assert m['mrr'] == pytest.approx((1 + 1 / 2 + 1 / 4 + 1 / 20) / 4)
+    assert m['mr'] == pytest.approx(27 / 4)
+    assert m['hits@1'] == 0.25 and m['hits@3'] == 0.5
+    assert m['hits@10'] == 0.75 and m['num_queries'] == 4
+
+
+def test_per_relation_metrics_pool_both_directions():
+    ranks = Ranks({'realistic': torch.tensor([1., 2., 4., 1.])},
+                  relation=torch.tensor([0, 1, 0, 1]),
+                  direction=torch.tensor([0, 0, 1, 1]))
+    m = ranks.metrics('realistic', relation_names=['a', 'b'])
+    assert m['per_relation']['a']['mr'] == 2.5
+    assert m['per_relation']['b']['mrr'] == pytest.approx(0.75)
+    with pytest.raises(ValueError, match='tie'):
+        ranks.metrics('random')
+
+
+class Oracle(torch.nn.Module):
+    r"""Scores every true tail of (h, q) with 1, everything else 0."""
+    def __init__(self, true_answers):
+        super().__init__()
+        self.true_answers = true_answers
+
+    def forward(self, graph, head, relation):
+        scores = torch.zeros(head.numel(), self.true_answers.num_nodes)
+        scores[self.true_answers.lookup(head, relation)] = 1.
+        return scores
+
+
+def test_compute_ranks_filters_both_directions(toy_kg, random_typed_graph):
+    from pyg_degreembed.kg import all_triples, split_triples
+    true_answers = TrueAnswers(all_triples(toy_kg), 6, 3)
+    train = split_triples(toy_kg, 'train')
+    ranks = compute_ranks(Oracle(true_answers), random_typed_graph, train,
+                          true_answers, batch_size=4)
+    # Every answer ties only with other true answers, which are filtered.
+    n = train.size(1)
+    assert ranks.ranks['pessimistic'].tolist() == [1.] * (2 * n)
+    assert ranks.direction.tolist() == [0] * n + [1] * n
+    assert ranks.relation.tolist() == train[1].tolist() * 2

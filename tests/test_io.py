@@ -1,0 +1,108 @@
+import os.path as osp
+
+import pytest
+import torch
+
+from pyg_degreembed import KGFormatError, bundled_path, load_neural_lp
+
+
+def write_kg(folder, files):
+    base = {
+        'entities.txt': b'a\nb\nc\n',
+        'relations.txt': b'r\ns\n',
+        'facts.txt': b'a\tr\tb\n',
+        'train.txt': b'b\ts\tc\n',
+        'valid.txt': b'a\ts\tc\n',
+        'test.txt': b'c\tr\ta\n',
+    }
+    base.update(files)
+    for name, content in base.items():
+        with open(osp.join(folder, name), 'wb') as f:
+            f.write(content)
+    return str(folder)
+
+
+def test_family_counts_and_layout():
+    data = load_neural_lp(bundled_path('family'))
+    assert data.num_nodes == 3007 and data.num_relations == 12
+    sizes = [data[f'{s}_edge_type'].numel()
+             for s in ('facts', 'train', 'valid', 'test')]
+    assert sizes == [17615, 5868, 2038, 2835]
+    # Graph = facts + train with inverses; valid/test are never edges.
+    E = 17615 + 5868
+    assert data.edge_index.size(1) == 2 * E
+    assert torch.equal(data.edge_index[:, E:], data.edge_index[[1, 0], :E])
+    assert torch.equal(data.edge_type[E:], data.edge_type[:E] + 12)
+    graph_triples = set(zip(data.edge_index[0].tolist(),
+                            data.edge_type.tolist(),
+                            data.edge_index[1].tolist()))
+    for split in ('valid', 'test'):
+        triples = set(zip(data[f'{split}_edge_index'][0].tolist(),
+                          data[f'{split}_edge_type'].tolist(),
+                          data[f'{split}_edge_index'][1].tolist()))
+        assert len(triples) == data[f'{split}_edge_type'].numel()
+        assert not graph_triples & triples
+
+
+def test_names_and_ids(tmp_path):
+    data = load_neural_lp(write_kg(tmp_path, {}))
+    assert data.entity_names == ['a', 'b', 'c']
+    assert data.relation_names == ['r', 's']
+    assert data.train_edge_index.tolist() == [[1], [2]]
+    assert data.train_edge_type.tolist() == [1]
+
+
+def test_crlf_bom_and_missing_final_newline_are_accepted(tmp_path):
+    folder = write_kg(tmp_path, {
+        'entities.txt': b'\xef\xbb\xbfa\r\nb\r\nc',
+        'train.txt': b'b\ts\tc\r\n',
+    })
+    data = load_neural_lp(folder)
+    assert data.entity_names == ['a', 'b', 'c']
+    assert data.train_edge_index.tolist() == [[1], [2]]
+
+
+def test_facts_file_is_optional(tmp_path):
+    folder = write_kg(tmp_path, {})
+    import os
+    os.remove(osp.join(folder, 'facts.txt'))
+    data = load_neural_lp(folder)
+    assert data.facts_edge_type.numel() == 0
+    assert data.edge_index.size(1) == 2
+
+
+@pytest.mark.parametrize('file,content,line,message', [
+    ('train.txt', b'b\ts\tc\nb\ts\n', 2, 'expected 3 tab-separated fields'),
+    ('train.txt', b'b s c\n', 1, 'got 1'),
+    ('test.txt', b'c\tr\ta\n\n', 2, 'blank line'),
+    ('valid.txt', b'a\ts\tzz\n', 1, "unknown entity 'zz'"),
+    ('facts.txt', b'a\tq\tb\n', 1, "unknown relation 'q'"),
+    ('train.txt', b'b\ts\tc\nb\ts\tc\n', 2, 'duplicate triple'),
+    ('test.txt', b'a\tr\tb\n', 1, 'duplicate triple (first in'),
+    ('relations.txt', b'r\ninv_s\n', 2, "starts with 'inv_'"),
+    ('entities.txt', b'a\nb\na\nc\n', 3, "duplicate entity name 'a'"),
+    ('valid.txt', b'a\ts\t\xff\n', 1, 'not valid UTF-8'),
+    ('train.txt', b'', 0, 'no training triples'),
+    ('entities.txt', b'', 0, 'no entity names'),
+])
+def test_malformed_files_name_file_and_line(tmp_path, file, content, line,
+                                            message):
+    folder = write_kg(tmp_path, {file: content})
+    with pytest.raises(KGFormatError) as info:
+        load_neural_lp(folder)
+    err = info.value
+    assert osp.basename(err.path) == file
+    assert err.line == line
+    assert message in str(err)
+    if line:
+        assert f'{file}:{line}:' in str(err)
+
+
+def test_missing_folder_and_file(tmp_path):
+    with pytest.raises(KGFormatError, match='not a folder'):
+        load_neural_lp(str(tmp_path / 'nope'))
+    folder = write_kg(tmp_path, {})
+    import os
+    os.remove(osp.join(folder, 'valid.txt'))
+    with pytest.raises(KGFormatError, match='valid.txt: file not found'):
+        load_neural_lp(folder)

@@ -1,0 +1,86 @@
+import math
+
+import pytest
+import torch
+from torch_geometric import seed_everything
+
+from pyg_degreembed import RuleReasoner, fit, from_edge_index, rule_loss
+
+
+def test_nll_and_bce_losses_by_hand():
+    scores = torch.tensor([[0.5, 0.25, 0.0], [0.0, 0.0, 0.5]])
+    target = torch.tensor([1, 0])
+    nll = rule_loss(scores, target, 'nll', eps=1e-20)
+    assert nll.item() == pytest.approx((-math.log(0.25) - math.log(1e-20))
+                                       / 2, rel=1e-5)
+    eps = 1e-7  # scores are clamped to [eps, 1 - eps]
+    bce = rule_loss(scores, target, 'bce')
+    row0 = -math.log(1 - 0.5) - math.log(0.25) - math.log(1 - eps)
+    row1 = -math.log(eps) - math.log(1 - eps) - math.log(1 - 0.5)
+    assert bce.item() == pytest.approx((row0 + row1) / 2, rel=1e-5)
+    with pytest.raises(ValueError, match="'loss'"):
+        rule_loss(scores, target, 'hinge')
+
+
+def chain_kg():
+    r"""A KG where relation 2 is exactly relation 0 followed by relation 1,
+    so the rule r2(X,Y) <= r0(X,Z), r1(Z,Y) answers every query."""
+    gen = torch.Generator().manual_seed(0)
+    N = 60
+    a = torch.randperm(N, generator=gen)
+    b = torch.randperm(N, generator=gen)
+    c = torch.arange(N)
+    r0 = torch.stack([c, torch.zeros(N, dtype=torch.long), a[c]])
+    r1 = torch.stack([a[c], torch.ones(N, dtype=torch.long), b[c]])
+    r2 = torch.stack([c, torch.full((N, ), 2), b[c]])
+    facts = torch.cat([r0, r1], dim=1)
+    train, valid, test = r2[:, :40], r2[:, 40:50], r2[:, 50:]
+    return from_edge_index(train[[0, 2]], train[1], num_nodes=N,
+                           num_relations=3, splits={
+                               'facts': facts,
+                               'valid': valid,
+                               'test': test
+                           })
+
+
+def test_fit_learns_a_composition_rule_and_restores_best_weights():
+    data = chain_kg()
+    seed_everything(0)
+    model = RuleReasoner(3, num_steps=2, rank=1, embedding_dim=16,
+                         hidden_channels=16)
+    lines = []
+    result = fit(model, data, epochs=30, batch_size=16, lr=0.05,
+                 patience=30, progress=False, log=lines.append)
+    assert len(result.history) == 30 and len(lines) == 30
+    assert result.best_valid_mrr > 0.9
+    assert result.history[0]['loss'] > result.history[-1]['loss']
+    # The restored weights are those of the best epoch.
+    from pyg_degreembed.evaluation import TrueAnswers, compute_ranks
+    from pyg_degreembed.kg import all_triples, split_triples
+    from pyg_degreembed import TypedGraph
+    graph = TypedGraph(data.edge_index, data.edge_type, data.num_nodes, 6)
+    mrr = compute_ranks(model, graph, split_triples(data, 'valid'),
+                        TrueAnswers(all_triples(data), data.num_nodes, 3)
+                        ).metrics()['mrr']
+    assert mrr == pytest.approx(result.best_valid_mrr)
+
+
+def test_fit_is_deterministic_for_a_seed():
+    data = chain_kg()
+    losses = []
+    for _ in range(2):
+        seed_everything(3)
+        model = RuleReasoner(3, embedding_dim=8, hidden_channels=8)
+        result = fit(model, data, epochs=2, progress=False, log=None)
+        losses.append([h['loss'] for h in result.history])
+    assert losses[0] == losses[1]
+
+
+def test_early_stopping():
+    data = chain_kg()
+    seed_everything(0)
+    model = RuleReasoner(3, embedding_dim=8, hidden_channels=8)
+    result = fit(model, data, epochs=50, lr=0.0, patience=2, progress=False,
+                 log=None)
+    # With lr = 0 nothing improves after epoch 1.
+    assert result.best_epoch == 1 and len(result.history) == 3

@@ -1,0 +1,122 @@
+import pytest
+import torch
+
+from conftest import dense_operators
+from pyg_degreembed import Signals, TypedGraph
+
+
+def random_signals(N, C, density, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.rand(N, C, generator=gen, dtype=torch.double)
+    x = x * (torch.rand(N, C, generator=gen) < density)
+    return x
+
+
+def reference_hop(M, x, a, rho, s):
+    # x'_{j,c} = sum_{k,i} x_{i,c} a_{k,c} rho_{i,k} M_k[i,j] + s_c x_{j,c}
+    out = torch.einsum('kij,ic,kc,ik->jc', M, x, a, rho)
+    return out + x * s
+
+
+@pytest.mark.parametrize('mode', ['dense', 'sparse', 'auto'])
+@pytest.mark.parametrize('density', [0.1, 0.9])
+def test_one_hop_equals_dense_operators(random_graph, mode, density):
+    edge_index, edge_type, N, K = random_graph
+    graph = TypedGraph(*random_graph)
+    M = dense_operators(edge_index, edge_type, N, K)
+    C = 5
+    x = random_signals(N, C, density).requires_grad_()
+    gen = torch.Generator().manual_seed(1)
+    a = torch.rand(K, C, generator=gen, dtype=torch.double,
+                   requires_grad=True)
+    rho = torch.rand(N, K, generator=gen, dtype=torch.double,
+                     requires_grad=True)
+    s = torch.rand(C, generator=gen, dtype=torch.double, requires_grad=True)
+
+    out = graph.propagate(Signals.from_flat(x.view(-1), C), a, rho, s,
+                          mode=mode).to_dense(N)
+    expected = reference_hop(M, x, a, rho, s)
+    assert torch.allclose(out, expected)
+
+    weight = torch.rand(N, C, generator=gen, dtype=torch.double)
+    grads = torch.autograd.grad((out * weight).sum(), [x, a, rho, s])
+    expected_grads = torch.autograd.grad((expected * weight).sum(),
+                                         [x, a, rho, s])
+    for grad, expected_grad in zip(grads, expected_grads):
+        # Entries where x == 0 are not in the signal, so their gradient
+        # is not tracked; compare where the signal lives.
+        if grad.shape == x.shape:
+            mask = x != 0
+            grad, expected_grad = grad[mask], expected_grad[mask]
+        assert torch.allclose(grad, expected_grad)
+
+
+@pytest.mark.parametrize('mode', ['dense', 'sparse'])
+def test_removed_edges_equal_graph_without_them(random_graph, mode):
+    edge_index, edge_type, N, K = random_graph
+    graph = TypedGraph(*random_graph)
+    C = 4
+    x = random_signals(N, C, 1.0)
+    a = torch.rand(K, C, dtype=torch.double)
+    rho = torch.rand(N, K, dtype=torch.double)
+    # Column c leaves out all copies of edge number c (edge 0 has
+    # duplicates) and, for c = 0, also of edge 1.
+    picks = [[0, 1], [2, 2], [7, 7], [40, 40]]
+    src, typ, dst = edge_index[0], edge_type, edge_index[1]
+    lo, hi = graph.edge_range(src[torch.tensor(picks)],
+                              typ[torch.tensor(picks)],
+                              dst[torch.tensor(picks)])
+    out = graph.propagate(Signals.from_flat(x.view(-1), C), a, rho,
+                          removed=(lo, hi), mode=mode).to_dense(N)
+    for c, edges in enumerate(picks):
+        keep = torch.ones(edge_type.numel(), dtype=torch.bool)
+        for e in edges:
+            keep &= ~((src == src[e]) & (typ == typ[e]) & (dst == dst[e]))
+        M = dense_operators(edge_index[:, keep], edge_type[keep], N, K)
+        expected = torch.einsum('kij,i,k,ik->j', M, x[:, c], a[:, c], rho)
+        assert torch.allclose(out[:, c], expected)
+
+
+def test_edge_range_counts_duplicates(random_graph):
+    edge_index, edge_type, N, K = random_graph
+    graph = TypedGraph(*random_graph)
+    lo, hi = graph.edge_range(edge_index[0], edge_type, edge_index[1])
+    M = dense_operators(edge_index, edge_type, N, K)
+    assert torch.equal((hi - lo).double(),
+                       M[edge_type, edge_index[0], edge_index[1]])
+    absent = graph.edge_range(torch.tensor([0]), torch.tensor([0]),
+                              torch.tensor([0]))
+    assert int(absent[1] - absent[0]) == int(M[0, 0, 0])
+
+
+def test_neighborhood(random_graph):
+    edge_index, edge_type, N, K = random_graph
+    graph = TypedGraph(*random_graph)
+    start = torch.tensor([2])
+    one_hop = set(edge_index[1, edge_index[0] == 2].tolist()) | {2}
+    assert graph.neighborhood(start, 1).tolist() == sorted(one_hop)
+    assert graph.neighborhood(start, 0).tolist() == [2]
+
+
+def test_signals_round_trip_and_normalize():
+    x = torch.tensor([[0., 2.], [3., 0.], [1., 0.]])
+    signals = Signals.from_flat(x.view(-1), 2)
+    assert torch.equal(signals.to_dense(3), x)
+    assert torch.allclose(signals.normalize(1e-20).to_dense(3),
+                          x / x.sum(0))
+    one_hot = Signals.one_hot(torch.tensor([2, 0]), torch.ones(2))
+    assert one_hot.to_dense(3).tolist() == [[0, 1], [0, 0], [1, 0]]
+
+
+def test_bad_graph_input_is_rejected():
+    with pytest.raises(ValueError, match=r"shape \[2, E\]"):
+        TypedGraph(torch.zeros(3, 2, dtype=torch.long),
+                   torch.zeros(2, dtype=torch.long), 4, 2)
+    with pytest.raises(ValueError, match='outside \\[0, 4\\)'):
+        TypedGraph(torch.tensor([[0], [4]]), torch.tensor([0]), 4, 2)
+    with pytest.raises(ValueError, match='types in'):
+        TypedGraph(torch.tensor([[0], [1]]), torch.tensor([2]), 4, 2)
+    graph = TypedGraph(torch.tensor([[0], [1]]), torch.tensor([0]), 4, 2)
+    with pytest.raises(ValueError, match="'mode'"):
+        graph.propagate(Signals.one_hot(torch.tensor([0]), torch.ones(1)),
+                        torch.ones(2, 1), mode='fast')
