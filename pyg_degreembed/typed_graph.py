@@ -269,20 +269,16 @@ class TypedGraph:
                     work) -> Tensor:
         C = x.num_columns
         device = x.value.device
-        # Expand every entry (i, c) along the out-edges of i.
+        # Expand every entry (i, c) along the out-edges of i: element m of
+        # entry n is edge node_ptr[i] + m, at position first[n] + m.
+        first = cumsum(out_deg)[:-1]
         entry = torch.repeat_interleave(
             torch.arange(x.node.numel(), device=device), out_deg,
             output_size=work)
-        start = self.node_ptr[x.node] - cumsum(out_deg)[:-1]
+        start = self.node_ptr[x.node] - first
         edge = start.index_select(0, entry) + torch.arange(work,
                                                            device=device)
         col = x.column.index_select(0, entry)
-        if removed is not None:
-            lo = removed[0].index_select(0, col)
-            hi = removed[1].index_select(0, col)
-            edge_ = edge.unsqueeze(-1)
-            keep = ~((lo <= edge_) & (edge_ < hi)).any(dim=-1)
-            entry, edge, col = entry[keep], edge[keep], col[keep]
         typ = self.edge_type.index_select(0, edge)
         value = x.value.index_select(0, entry) * type_weight.reshape(
             -1).index_select(0, typ * C + col)
@@ -290,8 +286,38 @@ class TypedGraph:
             value = value * rho.reshape(-1).index_select(
                 0, self.edge_src.index_select(0, edge) *
                 self.num_edge_types + typ)
+        if removed is not None and work > 0:
+            keep = self._kept(x, removed, first, work)
+            if keep is not None:
+                value = value * keep
         index = self.edge_dst.index_select(0, edge) * C + col
         return value.new_zeros(self.num_nodes * C).index_add(0, index, value)
+
+    def _kept(self, x: Signals, removed, first: Tensor,
+              work: int) -> Optional[Tensor]:
+        # 0/1 factors of the expanded elements that travel along a left-out
+        # edge.  Found from the few left-out edges, not by testing every
+        # element: the edges of entry (i, c) are contiguous.
+        C = x.num_columns
+        lo, hi = removed
+        col = torch.arange(C, device=lo.device).view(-1, 1).expand_as(lo)
+        present = hi > lo
+        lo, hi, col = lo[present], hi[present], col[present]
+        src = self.edge_src[lo]
+        key = x.node * C + x.column  # sorted
+        wanted = src * C + col
+        n = torch.searchsorted(key, wanted).clamp(max=key.numel() - 1)
+        found = key[n] == wanted
+        if not bool(found.any()):
+            return None
+        n, lo, hi, src = n[found], lo[found], hi[found], src[found]
+        count = hi - lo
+        position = torch.repeat_interleave(
+            first[n] + lo - self.node_ptr[src] - (cumsum(count)[:-1]), count)
+        position = position + torch.arange(position.numel(),
+                                           device=position.device)
+        keep = x.value.new_ones(work)
+        return keep.index_fill_(0, position, 0.)
 
     def __repr__(self) -> str:
         return (f'{self.__class__.__name__}(num_nodes={self.num_nodes}, '

@@ -89,47 +89,58 @@ class DegreeEmbedding(Module):
         if sets is None:
             sets = torch.arange(degree.tokens.size(0),
                                 device=degree.tokens.device)
-        forward = self._read(degree.forward_trie, sets, '')
-        backward = self._read(degree.backward_trie, sets, '_reverse')
-        return torch.cat([forward, backward], dim=-1)
+        tries = (degree.forward_trie, degree.backward_trie)
+        weights = [self._direction_weights(suffix)
+                   for suffix in ('', '_reverse')]
+        levels, positions = zip(*[_needed_levels(trie, sets)
+                                  for trie in tries])
+        hidden = self.hidden_channels
+        # Both directions advance together, level by level: the rows of
+        # `h` and `c` are [forward nodes of the level; backward nodes].
+        states = ([], [])
+        h = c = None
+        offsets = [0, 0]  # rows of the previous level's first node
+        for level in range(len(levels[0])):
+            nodes = [levels[d][level] for d in range(2)]
+            n_forward = nodes[0].numel()
+            gates = torch.cat([
+                weights[d][0].index_select(0, tries[d].token[nodes[d]])
+                for d in range(2)
+            ])
+            if level > 0:
+                parent = torch.cat([
+                    positions[0][tries[0].parent[nodes[0]]] - offsets[0],
+                    positions[1][tries[1].parent[nodes[1]]] - offsets[1] +
+                    levels[0][level - 1].numel()
+                ])
+                offsets = [offsets[d] + levels[d][level - 1].numel()
+                           for d in range(2)]
+                h, c = h.index_select(0, parent), c.index_select(0, parent)
+                gates = gates + torch.cat([
+                    h[:n_forward] @ weights[0][1].t(),
+                    h[n_forward:] @ weights[1][1].t()
+                ])
+            act = gates.sigmoid()
+            i, f, o = (act[:, :hidden], act[:, hidden:2 * hidden],
+                       act[:, 3 * hidden:])
+            g = gates[:, 2 * hidden:3 * hidden].tanh()
+            c = i * g if level == 0 else f * c + i * g
+            h = o * c.tanh()
+            states[0].append(h[:n_forward])
+            states[1].append(h[n_forward:])
+        return torch.cat([
+            torch.cat(states[d]).index_select(
+                0, positions[d][tries[d].leaf[sets]]) for d in range(2)
+        ], dim=-1)
 
-    def _read(self, trie: PrefixTrie, sets: Tensor, suffix: str) -> Tensor:
-        # One LSTM direction over the nodes of a prefix trie that lead to the
-        # requested sequences, level by level; returns the final hidden
-        # state of each requested sequence.
-        w_hh = getattr(self.lstm, f'weight_hh_l0{suffix}')
+    def _direction_weights(self, suffix: str):
+        # The input projection of every token (K + 1 rows) with both
+        # biases, and the recurrent weight, of one LSTM direction.
         projection = (self.embedding.weight @ getattr(
             self.lstm, f'weight_ih_l0{suffix}').t() +
                       getattr(self.lstm, f'bias_ih_l0{suffix}') +
                       getattr(self.lstm, f'bias_hh_l0{suffix}'))
-        ptr = trie.level_ptr.tolist()
-        leaf = trie.leaf.index_select(0, sets)
-        needed = torch.zeros(trie.token.numel(), dtype=torch.bool,
-                             device=leaf.device)
-        needed[leaf] = True
-        for level in range(len(ptr) - 2, 0, -1):  # mark the ancestors
-            lo, hi = ptr[level], ptr[level + 1]
-            needed[trie.parent[lo:hi][needed[lo:hi]]] = True
-        # position[node]: row of its state in the concatenated states.
-        position = torch.full_like(trie.token, -1)
-        states, h, c, offset = [], None, None, 0
-        for level in range(len(ptr) - 1):
-            lo, hi = ptr[level], ptr[level + 1]
-            nodes = needed[lo:hi].nonzero().view(-1) + lo
-            position[nodes] = torch.arange(offset, offset + nodes.numel(),
-                                           device=nodes.device)
-            gates = projection.index_select(0, trie.token[nodes])
-            if level > 0:
-                parent = position[trie.parent[nodes]] - prev_offset
-                h, c = h.index_select(0, parent), c.index_select(0, parent)
-                gates = gates + h @ w_hh.t()
-            i, f, g, o = gates.chunk(4, dim=-1)
-            i, f, g, o = i.sigmoid(), f.sigmoid(), g.tanh(), o.sigmoid()
-            c = i * g if level == 0 else f * c + i * g
-            h = o * c.tanh()
-            states.append(h)
-            prev_offset, offset = offset, offset + nodes.numel()
-        return torch.cat(states).index_select(0, position[leaf])
+        return projection, getattr(self.lstm, f'weight_hh_l0{suffix}')
 
     def entity_embedding(self, degree: DegreeSets) -> Tensor:
         r"""The embedding :math:`\mathbf{H}_e` of every entity, shape
@@ -163,3 +174,28 @@ class DegreeEmbedding(Module):
         return (f'{self.__class__.__name__}({self.num_edge_types}, '
                 f'embedding_dim={self.embedding_dim}, '
                 f'hidden_channels={self.hidden_channels})')
+
+
+def _needed_levels(trie: PrefixTrie, sets: Tensor):
+    r"""The trie nodes that lead to the sequences :obj:`sets`, level by
+    level, and for every node its row among all needed nodes in level order
+    (:obj:`-1` where not needed)."""
+    ptr = trie.level_ptr.tolist()
+    needed = torch.zeros(trie.token.numel(), dtype=torch.bool,
+                         device=sets.device)
+    needed[trie.leaf[sets]] = True
+    for level in range(len(ptr) - 2, 0, -1):  # mark the ancestors
+        lo, hi = ptr[level], ptr[level + 1]
+        needed[trie.parent[lo:hi][needed[lo:hi]]] = True
+    levels = []
+    position = torch.full_like(trie.token, -1)
+    offset = 0
+    for level in range(len(ptr) - 1):
+        lo, hi = ptr[level], ptr[level + 1]
+        nodes = needed[lo:hi].nonzero().view(-1) + lo
+        position[nodes] = torch.arange(offset, offset + nodes.numel(),
+                                       device=nodes.device)
+        offset += nodes.numel()
+        levels.append(nodes)
+    return levels, position
+
