@@ -23,10 +23,14 @@ def machine() -> dict:
                     break
     except OSError:
         pass
+    def git(*args):
+        return subprocess.run(['git', *args], capture_output=True, text=True,
+                              cwd=os.path.dirname(RESULTS)).stdout.strip()
+
     try:
-        commit = subprocess.run(['git', 'rev-parse', '--short', 'HEAD'],
-                                capture_output=True, text=True,
-                                cwd=os.path.dirname(RESULTS)).stdout.strip()
+        commit = git('rev-parse', '--short', 'HEAD')
+        if git('status', '--porcelain', '--', '../pyg_degreembed'):
+            commit += '+uncommitted-changes'
     except OSError:
         commit = ''
     return {

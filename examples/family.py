@@ -24,6 +24,7 @@ parser.add_argument('--epochs', type=int, default=10)
 parser.add_argument('--patience', type=int, default=3)
 parser.add_argument('--seed', type=int, default=0)
 parser.add_argument('--device', default='cpu')
+parser.add_argument('--loss', default='nll', choices=['nll', 'bce'])
 args = parser.parse_args()
 
 seed_everything(args.seed)
@@ -36,7 +37,7 @@ model = DegreEmbedReasoner(data.num_relations, num_steps=2, rank=3,
                            embedding_dim=128, hidden_channels=128)
 start = time.perf_counter()
 result = fit(model, data, epochs=args.epochs, patience=args.patience,
-             batch_size=128, lr=1e-3, seed=args.seed,
+             batch_size=128, lr=1e-3, seed=args.seed, loss=args.loss,
              device=torch.device(args.device))
 print(f'trained in {time.perf_counter() - start:.1f}s; best epoch '
       f'{result.best_epoch} (valid MRR {result.best_valid_mrr:.4f})')
