@@ -10,8 +10,7 @@ from .nn import DegreeEmbedding, DegreEmbedReasoner, RuleReasoner
 from .rules import Rule, extract_rules
 from .training import FitResult, fit, rule_loss
 from .typed_graph import Signals, TypedGraph
-
-__version__ = '0.1.0'
+from .version import __version__
 
 __all__ = [
     'DegreeEmbedding', 'RuleReasoner', 'DegreEmbedReasoner', 'TypedGraph',

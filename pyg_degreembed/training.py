@@ -1,5 +1,5 @@
 r"""Training a rule reasoner: a small, reusable fit loop."""
-import copy
+import os
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional
@@ -9,6 +9,9 @@ from torch import Tensor
 from torch_geometric.data import Data
 from tqdm.auto import tqdm
 
+from .version import __version__
+from .checkpoint import (FORMAT, CheckpointError, check_kg, load_checkpoint,
+                         save_checkpoint)
 from .evaluation import TrueAnswers, both_directions, compute_ranks
 from .kg import all_triples, split_triples
 from .typed_graph import TypedGraph
@@ -75,6 +78,9 @@ def fit(
     eval_batch_size: int = 256,
     progress: bool = True,
     log: Optional[Callable[[str], None]] = print,
+    checkpoint: Optional[str] = None,
+    resume: bool = False,
+    callback: Optional[Callable[[int, int], None]] = None,
 ) -> FitResult:
     r"""Trains a rule reasoner on a knowledge graph and restores the weights
     of the epoch with the best filtered validation MRR (realistic ties).
@@ -85,9 +91,13 @@ def fit(
     own edge and that edge's inverse.  Adam, gradient-norm clipping, early
     stopping after :obj:`patience` epochs without improvement.
 
+    With the same seed, data and device, training is deterministic: on the
+    CPU, two runs give bit-identical weights and metrics, and so does a run
+    interrupted and resumed from its checkpoint.
+
     Args:
-        model (torch.nn.Module): A :class:`~pyg_degreembed.RuleReasoner` (or
-            anything with its :obj:`forward` signature and an :obj:`eps`).
+        model (torch.nn.Module): A :class:`~pyg_degreembed.RuleReasoner` or
+            :class:`~pyg_degreembed.DegreEmbedReasoner`.
         data (torch_geometric.data.Data): The KG (see :mod:`pyg_degreembed.kg`).
         epochs (int, optional): Maximum number of epochs. (default: :obj:`20`)
         batch_size (int, optional): Queries per step. (default: :obj:`128`)
@@ -106,13 +116,23 @@ def fit(
             model's device)
         eval_batch_size (int, optional): Queries per validation batch.
             (default: :obj:`256`)
-        progress (bool, optional): Show tqdm progress bars.
+        progress (bool, optional): Show tqdm progress bars (on a terminal).
             (default: :obj:`True`)
         log (callable, optional): Called with one line per epoch.
             (default: :obj:`print`)
+        checkpoint (str, optional): A file to write after every epoch
+            (atomically), holding the model, the optimizer, the best
+            weights, the history and the RNG states; see
+            :mod:`pyg_degreembed.checkpoint`. (default: :obj:`None`)
+        resume (bool, optional): Continue from :obj:`checkpoint` if it
+            exists. (default: :obj:`False`)
+        callback (callable, optional): Called as :obj:`callback(epoch,
+            step)` after every optimisation step. (default: :obj:`None`)
     """
     if loss not in LOSSES:
         raise ValueError(f"'loss' must be one of {LOSSES}, got {loss!r}")
+    if resume and checkpoint is None:
+        raise ValueError("'resume' needs a 'checkpoint' path")
     if device is None:
         device = next(model.parameters()).device
     model.to(device)
@@ -125,17 +145,45 @@ def fit(
     valid = split_triples(data, 'valid')
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     generator = torch.Generator().manual_seed(seed)
+    settings = dict(epochs=epochs, batch_size=batch_size, lr=lr,
+                    patience=patience, clip_norm=clip_norm, loss=loss,
+                    seed=seed)
 
     result = FitResult()
-    best_state = copy.deepcopy(model.state_dict())
-    for epoch in range(1, epochs + 1):
+    best_state = _copy_state(model)
+    first_epoch = 1
+    if resume and os.path.exists(checkpoint):
+        payload = load_checkpoint(checkpoint, map_location=device)
+        check_kg(payload, data, checkpoint)
+        if payload['model']['config'] != model.config() or \
+                payload['model']['class'] != type(model).__name__:
+            raise CheckpointError(
+                f"{checkpoint} holds a {payload['model']['class']} "
+                f"{payload['model']['config']}, not this "
+                f'{type(model).__name__} {model.config()}')
+        state = payload['state']
+        model.load_state_dict(state['model'])
+        optimizer.load_state_dict(state['optimizer'])
+        best_state = state['best_model']
+        result = FitResult(list(state['history']), state['best_epoch'],
+                           state['best_valid_mrr'])
+        generator.set_state(state['shuffle_rng'])
+        torch.set_rng_state(state['torch_rng'])
+        first_epoch = state['epoch'] + 1
+        if state['stopped']:
+            first_epoch = epochs + 1
+        if log is not None:
+            log(f'resumed from {checkpoint} after epoch {state["epoch"]}')
+
+    for epoch in range(first_epoch, epochs + 1):
         model.train()
         start = time.perf_counter()
         perm = torch.randperm(head.numel(), generator=generator).to(device)
         total, count = 0., 0
         batches = perm.split(batch_size)
-        for index in tqdm(batches, desc=f'epoch {epoch}', leave=False,
-                          disable=None if progress else True):
+        for step, index in enumerate(
+                tqdm(batches, desc=f'epoch {epoch}', leave=False,
+                     disable=None if progress else True), start=1):
             h, q, t = head[index], relation[index], tail[index]
             scores = model(graph, h, q, remove_tail=t)
             batch_loss = rule_loss(scores, t, loss, model.eps)
@@ -146,6 +194,8 @@ def fit(
             optimizer.step()
             total += float(batch_loss.detach()) * index.numel()
             count += index.numel()
+            if callback is not None:
+                callback(epoch, step)
         seconds = time.perf_counter() - start
 
         valid_mrr = compute_ranks(model, graph, valid, true_answers,
@@ -155,12 +205,46 @@ def fit(
         improved = valid_mrr > result.best_valid_mrr
         if improved:
             result.best_epoch, result.best_valid_mrr = epoch, valid_mrr
-            best_state = copy.deepcopy(model.state_dict())
+            best_state = _copy_state(model)
         if log is not None:
             log(f'epoch {epoch:3d}  loss {total / count:.4f}  '
                 f'time {seconds:6.2f}s  valid MRR {valid_mrr:.4f}'
                 f'{"  *" if improved else ""}')
-        if epoch - result.best_epoch >= patience:
+        stop = epoch - result.best_epoch >= patience
+        if checkpoint is not None:
+            save_checkpoint(checkpoint, {
+                'format': FORMAT,
+                'library_version': __version__,
+                'model': {'class': type(model).__name__,
+                          'config': model.config()},
+                'kg': kg_summary(data),
+                'fit': settings,
+                'state': {
+                    'model': model.state_dict(),
+                    'optimizer': optimizer.state_dict(),
+                    'best_model': best_state,
+                    'epoch': epoch,
+                    'stopped': stop,
+                    'history': result.history,
+                    'best_epoch': result.best_epoch,
+                    'best_valid_mrr': result.best_valid_mrr,
+                    'torch_rng': torch.get_rng_state(),
+                    'shuffle_rng': generator.get_state(),
+                },
+            })
+        if stop:
             break
     model.load_state_dict(best_state)
     return result
+
+
+def kg_summary(data: Data) -> dict:
+    r"""What a checkpoint records about its training KG."""
+    return {'num_nodes': int(data.num_nodes),
+            'num_relations': int(data.num_relations),
+            'relation_names': list(data.relation_names),
+            'source': getattr(data, 'source', None)}
+
+
+def _copy_state(model: torch.nn.Module) -> dict:
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}

@@ -51,3 +51,24 @@ def random_graph():
 @pytest.fixture
 def random_typed_graph(random_graph):
     return TypedGraph(*random_graph)
+
+
+def chain_kg():
+    r"""A KG where relation 2 is exactly relation 0 followed by relation 1,
+    so the rule r2(X,Y) <= r0(X,Z), r1(Z,Y) answers every query."""
+    gen = torch.Generator().manual_seed(0)
+    N = 60
+    a = torch.randperm(N, generator=gen)
+    b = torch.randperm(N, generator=gen)
+    c = torch.arange(N)
+    r0 = torch.stack([c, torch.zeros(N, dtype=torch.long), a[c]])
+    r1 = torch.stack([a[c], torch.ones(N, dtype=torch.long), b[c]])
+    r2 = torch.stack([c, torch.full((N, ), 2), b[c]])
+    facts = torch.cat([r0, r1], dim=1)
+    train, valid, test = r2[:, :40], r2[:, 40:50], r2[:, 50:]
+    return from_edge_index(train[[0, 2]], train[1], num_nodes=N,
+                           num_relations=3, splits={
+                               'facts': facts,
+                               'valid': valid,
+                               'test': test
+                           })

@@ -170,6 +170,13 @@ class RuleReasoner(Module):
             x.value)
         return scores.view(B, N)
 
+    def config(self) -> dict:
+        r"""The constructor arguments, to rebuild the model."""
+        return dict(num_relations=self.num_relations,
+                    num_steps=self.num_steps, rank=self.rank,
+                    embedding_dim=self.embedding_dim,
+                    hidden_channels=self.hidden_channels, eps=self.eps)
+
     def _check_input(self, graph: TypedGraph, head: Tensor, relation: Tensor):
         if graph.num_edge_types != self.num_edge_types:
             raise ValueError(

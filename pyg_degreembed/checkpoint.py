@@ -1,0 +1,90 @@
+r"""Checkpoints: one file with everything needed to resume or reuse a run.
+
+A checkpoint is a plain dictionary of tensors, numbers, strings, lists and
+dictionaries, so it loads with :obj:`torch.load(..., weights_only=True)`:
+
+* :obj:`format`, :obj:`library_version`
+* :obj:`model`: :obj:`{"class": ..., "config": {...}}` to rebuild the model
+* :obj:`kg`: :obj:`num_nodes`, :obj:`num_relations`, :obj:`relation_names`
+  and :obj:`source` (how the KG was loaded) of the training KG
+* :obj:`fit`: the arguments of :func:`~pyg_degreembed.fit`
+* :obj:`state`: :obj:`model`, :obj:`optimizer`, :obj:`best_model`,
+  :obj:`epoch`, :obj:`history`, :obj:`best_epoch`, :obj:`best_valid_mrr`,
+  and the RNG states (:obj:`torch_rng`, :obj:`shuffle_rng`)
+
+Writes go to a temporary file in the same folder, then :func:`os.replace`,
+so a crash never leaves a half-written checkpoint.
+"""
+import os
+import tempfile
+from typing import Any, Dict
+
+import torch
+
+FORMAT = 1
+
+
+class CheckpointError(ValueError):
+    r"""A checkpoint cannot be read or does not fit the data or model."""
+
+
+def save_checkpoint(path: str, payload: Dict[str, Any]):
+    r"""Writes :obj:`payload` to :obj:`path` atomically."""
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix='.checkpoint-',
+                               suffix='.tmp')
+    try:
+        with os.fdopen(fd, 'wb') as f:
+            torch.save(payload, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+
+
+def load_checkpoint(path: str, map_location='cpu') -> Dict[str, Any]:
+    r"""Reads a checkpoint written by :func:`save_checkpoint` (with
+    :obj:`weights_only=True`)."""
+    if not os.path.isfile(path):
+        raise CheckpointError(f'{path}: checkpoint file not found')
+    try:
+        payload = torch.load(path, map_location=map_location,
+                             weights_only=True)
+    except Exception as e:  # unpickling errors come in many types
+        raise CheckpointError(f'{path}: not a readable checkpoint '
+                              f'({type(e).__name__}: {e})') from None
+    if not isinstance(payload, dict) or payload.get('format') != FORMAT:
+        raise CheckpointError(f'{path}: not a pyg_degreembed checkpoint '
+                              f'(format {FORMAT})')
+    return payload
+
+
+def model_from_checkpoint(payload: Dict[str, Any], best: bool = True):
+    r"""Rebuilds the model of a checkpoint with its best (or last)
+    weights."""
+    from . import nn
+    spec = payload['model']
+    cls = getattr(nn, spec['class'], None)
+    if cls is None:
+        raise CheckpointError(f"Unknown model class {spec['class']!r}")
+    model = cls(**spec['config'])
+    state = payload['state']
+    model.load_state_dict(state['best_model'] if best else state['model'])
+    return model
+
+
+def check_kg(payload: Dict[str, Any], data, path: str = 'checkpoint'):
+    r"""Refuses a KG whose relations differ from the checkpoint's."""
+    kg = payload['kg']
+    if kg['num_relations'] != data.num_relations:
+        raise CheckpointError(
+            f"{path} was trained on a KG with {kg['num_relations']} "
+            f"relations, but this KG has {data.num_relations}")
+    if list(kg['relation_names']) != list(data.relation_names):
+        raise CheckpointError(
+            f'{path} was trained on a KG with other relation names '
+            f"({', '.join(kg['relation_names'][:3])}, ...)")
