@@ -1,14 +1,14 @@
 """Helpers shared by the benchmark scripts: machine description and atomic
 result files."""
-import json
 import os
 import platform
 import subprocess
 import sys
-import tempfile
 
 import torch
 import torch_geometric
+
+from pyg_degreembed.checkpoint import save_json
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'results')
 
@@ -48,12 +48,7 @@ def machine() -> dict:
 
 def write_json(name: str, payload: dict) -> str:
     r"""Writes :obj:`payload` to :obj:`benchmarks/results/name`
-    atomically (temporary file + rename)."""
-    os.makedirs(RESULTS, exist_ok=True)
+    atomically."""
     path = os.path.join(RESULTS, name)
-    fd, tmp = tempfile.mkstemp(dir=RESULTS, suffix='.tmp')
-    with os.fdopen(fd, 'w') as f:
-        json.dump(payload, f, indent=2)
-        f.write('\n')
-    os.replace(tmp, path)
+    save_json(path, payload)
     return path

@@ -1,4 +1,5 @@
-r"""Checkpoints: one file with everything needed to resume or reuse a run.
+r"""Checkpoints (one file with everything needed to resume or reuse a run)
+and result files, written atomically.
 
 A checkpoint is a plain dictionary of tensors, numbers, strings, lists and
 dictionaries, so it loads with :obj:`torch.load(..., weights_only=True)`:
@@ -15,9 +16,10 @@ dictionaries, so it loads with :obj:`torch.load(..., weights_only=True)`:
 Writes go to a temporary file in the same folder, then :func:`os.replace`,
 so a crash never leaves a half-written checkpoint.
 """
+import json
 import os
 import tempfile
-from typing import Any, Dict
+from typing import Any, Callable, Dict
 
 import torch
 
@@ -28,15 +30,17 @@ class CheckpointError(ValueError):
     r"""A checkpoint cannot be read or does not fit the data or model."""
 
 
-def save_checkpoint(path: str, payload: Dict[str, Any]):
-    r"""Writes :obj:`payload` to :obj:`path` atomically."""
+def atomic_write(path: str, write: Callable[[Any], None],
+                 binary: bool = True):
+    r"""Calls :obj:`write(file)` on a temporary file in the folder of
+    :obj:`path`, then renames it to :obj:`path`: readers see the old file
+    or the new one, never a half-written one."""
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix='.checkpoint-',
-                               suffix='.tmp')
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix='.tmp-', suffix='.tmp')
     try:
-        with os.fdopen(fd, 'wb') as f:
-            torch.save(payload, f)
+        with os.fdopen(fd, 'wb' if binary else 'w') as f:
+            write(f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -44,6 +48,20 @@ def save_checkpoint(path: str, payload: Dict[str, Any]):
         if os.path.exists(tmp):
             os.remove(tmp)
         raise
+
+
+def save_checkpoint(path: str, payload: Dict[str, Any]):
+    r"""Writes :obj:`payload` to :obj:`path` atomically."""
+    atomic_write(path, lambda f: torch.save(payload, f))
+
+
+def save_json(path: str, payload: Any):
+    r"""Writes :obj:`payload` as indented JSON to :obj:`path` atomically."""
+    def write(f):
+        json.dump(payload, f, indent=2)
+        f.write('\n')
+
+    atomic_write(path, write, binary=False)
 
 
 def load_checkpoint(path: str, map_location='cpu') -> Dict[str, Any]:

@@ -5,7 +5,7 @@ from typing import Callable, List, Optional
 
 from torch_geometric.data import Data, InMemoryDataset, download_url
 
-from .io import load_neural_lp
+from .io import load_neural_lp, load_triples_file
 
 BUNDLED = ('family', 'kinship', 'umls')
 NAMES = BUNDLED + ('wn18', 'fb15k-237')
@@ -20,6 +20,28 @@ def bundled_path(name: str) -> str:
         raise ValueError(f"No bundled dataset {name!r}; bundled are "
                          f"{', '.join(BUNDLED)}")
     return osp.join(osp.dirname(osp.abspath(__file__)), 'data', name)
+
+
+def load_dataset(spec: str) -> Data:
+    r"""Loads a KG named by :obj:`spec`: a bundled dataset
+    (:obj:`"family"`, :obj:`"kinship"`, :obj:`"umls"`), a Neural-LP folder
+    or a single triples file (:func:`~pyg_degreembed.io.load_triples_file`
+    with its default split).  The result records :obj:`spec` as
+    :obj:`data.source`."""
+    if spec in BUNDLED:
+        data = load_neural_lp(bundled_path(spec))
+    elif osp.isdir(spec):
+        data = load_neural_lp(spec)
+        spec = osp.abspath(spec)
+    elif osp.isfile(spec):
+        data = load_triples_file(spec)
+        spec = osp.abspath(spec)
+    else:
+        raise FileNotFoundError(
+            f"{spec!r} is neither a bundled dataset ({', '.join(BUNDLED)}) "
+            'nor a folder nor a file')
+    data.source = spec
+    return data
 
 
 class KGBenchmark(InMemoryDataset):

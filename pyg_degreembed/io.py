@@ -1,5 +1,8 @@
 r"""Reading knowledge graphs in the Neural-LP folder format.
 
+Two formats are read: the Neural-LP folder (:func:`load_neural_lp`) and a
+single file of triples split at random (:func:`load_triples_file`).
+
 A folder holds :obj:`entities.txt` and :obj:`relations.txt` (one name per
 line; the line order gives the id) and :obj:`facts.txt`, :obj:`train.txt`,
 :obj:`valid.txt`, :obj:`test.txt` (one triple per line,
@@ -19,9 +22,10 @@ the file and line:
   start with :obj:`inv_` (reserved for inverse relations).
 * A triple may occur only once, in one split.
 """
+import csv
 import os
 import os.path as osp
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import torch
 from torch import Tensor
@@ -152,3 +156,82 @@ def load_neural_lp(folder: str) -> Data:
         raise KGFormatError(osp.join(folder, 'train.txt'), 0,
                             'empty file: no training triples')
     return kg_data(len(entities), len(relations), splits, entities, relations)
+
+
+def load_triples_file(path: str, fractions: Sequence[float] = (0.6, 0.2,
+                                                              0.1, 0.1),
+                      seed: int = 0, delimiter: Optional[str] = None) -> Data:
+    r"""Loads a single file of triples, one :obj:`head, relation, tail` a
+    line, and splits it at random into facts, train, valid and test.
+
+    Entities and relations get ids in order of first appearance.  The same
+    checks as for :func:`load_neural_lp` apply (encoding, blank lines, field
+    count, duplicate triples, :obj:`inv_` relation names), each naming the
+    file and line.
+
+    Args:
+        path (str): A :obj:`.tsv` (tab-separated) or :obj:`.csv` file
+            (comma-separated, with CSV quoting); other names are read as
+            tab-separated if their first line has a tab, else as CSV.
+        fractions (Sequence[float], optional): Shares of facts, train, valid
+            and test, summing to 1. (default: :obj:`(0.6, 0.2, 0.1, 0.1)`,
+            the paper's 6:2:1:1)
+        seed (int, optional): Seed of the random split. (default: :obj:`0`)
+        delimiter (str, optional): Override the field delimiter.
+    """
+    if len(fractions) != 4 or any(f < 0 for f in fractions) or \
+            abs(sum(fractions) - 1) > 1e-6:
+        raise ValueError(f"'fractions' must be four shares (facts, train, "
+                         f"valid, test) summing to 1, got {list(fractions)}")
+    lines = read_lines(path)
+    if not lines:
+        raise KGFormatError(path, 0, 'empty file: no triples')
+    if delimiter is None:
+        if path.endswith('.tsv'):
+            delimiter = '\t'
+        elif path.endswith('.csv'):
+            delimiter = ','
+        else:
+            delimiter = '\t' if '\t' in lines[0] else ','
+    rows = list(csv.reader(lines, delimiter=delimiter)) if delimiter == ',' \
+        else [line.split(delimiter) for line in lines]
+
+    entity_ids: Dict[str, int] = {}
+    relation_ids: Dict[str, int] = {}
+    triples, first_seen = [], {}
+    for i, fields in enumerate(rows, start=1):
+        if len(fields) != 3:
+            raise KGFormatError(
+                path, i, f'expected 3 fields separated by {delimiter!r} '
+                f'(head, relation, tail), got {len(fields)}')
+        head, rel, tail = (f.strip() for f in fields)
+        if not head or not rel or not tail:
+            raise KGFormatError(path, i, 'empty field')
+        if rel.startswith('inv_'):
+            raise KGFormatError(
+                path, i, f"relation name {rel!r} starts with 'inv_', which "
+                'is reserved for inverse relations')
+        triple = (entity_ids.setdefault(head, len(entity_ids)),
+                  relation_ids.setdefault(rel, len(relation_ids)),
+                  entity_ids.setdefault(tail, len(entity_ids)))
+        if triple in first_seen:
+            raise KGFormatError(path, i, f'duplicate triple (first on line '
+                                f'{first_seen[triple]})')
+        first_seen[triple] = i
+        triples.append(triple)
+
+    triples = torch.tensor(triples, dtype=torch.long).t()
+    perm = torch.randperm(triples.size(1),
+                          generator=torch.Generator().manual_seed(seed))
+    bounds = [round(sum(fractions[:i + 1]) * triples.size(1))
+              for i in range(4)]
+    bounds = [0] + bounds[:3] + [triples.size(1)]
+    splits = {
+        split: triples[:, perm[bounds[i]:bounds[i + 1]]]
+        for i, split in enumerate(SPLITS)
+    }
+    if splits['train'].size(1) == 0:
+        raise KGFormatError(path, 0, f'{triples.size(1)} triples leave no '
+                            'training triple with these fractions')
+    return kg_data(len(entity_ids), len(relation_ids), splits,
+                   list(entity_ids), list(relation_ids))

@@ -1,0 +1,163 @@
+r"""Why did the model score an answer?  Exact per-path explanations.
+
+With the normalisers :math:`Z^{(j)}_l = \sum_i (\ldots)_i` of each step
+treated as the constants they are for one query, the score of candidate
+:math:`t` is a sum over grounded operator paths
+:math:`h = z_0 \xrightarrow{o_1} z_1 \cdots \xrightarrow{o_L} z_L = t`
+(an identity step keeps the entity):
+
+.. math::
+    \mathrm{score}(t) = \sum_{j=1}^{T} \sum_{\text{paths}}
+    \prod_{l=1}^{L} \frac{w^{(j)}_l}{Z^{(j)}_l}, \qquad
+    w^{(j)}_l = \begin{cases}
+    a^{(j)}_{l,k} \, \rho_{z_{l-1},k} \, m(z_{l-1}, k, z_l) &
+    o_l = k \text{ (an edge type, } m \text{ its multiplicity)} \\
+    a^{(j)}_{l,0} & o_l = \text{identity}
+    \end{cases}
+
+Paths that apply the same rule along the same entities (:obj:`[r, id]` and
+:obj:`[id, r]`) are merged.  The contributions add up to the model's score.
+"""
+from dataclasses import dataclass
+from typing import List, Optional, Sequence, Tuple
+
+import torch
+
+from .rules import _atom
+from .typed_graph import Signals, TypedGraph
+
+
+@dataclass(frozen=True)
+class PathContribution:
+    r"""One grounded rule path.
+
+    Attributes:
+        body (Tuple[int, ...]): The rule body (edge types).
+        entities (Tuple[int, ...]): The entities :math:`h, z_1, \ldots, t`
+            along the body (one more than the body's length).
+        contribution (float): Its share of the score.
+    """
+    body: Tuple[int, ...]
+    entities: Tuple[int, ...]
+    contribution: float
+
+    def format(self, entity_names: Sequence[str],
+               relation_names: Sequence[str]) -> str:
+        atoms = [
+            _atom(k, entity_names[self.entities[i]],
+                  entity_names[self.entities[i + 1]], relation_names)
+            for i, k in enumerate(self.body)
+        ] or ['identity']
+        return f"{', '.join(atoms)}  {self.contribution:.4g}"
+
+
+@dataclass
+class Explanation:
+    r"""The explanation of :obj:`score` for the query
+    :obj:`(head, relation, tail)`: :obj:`paths` sorted by contribution."""
+    head: int
+    relation: int
+    tail: int
+    score: float
+    paths: List[PathContribution]
+
+
+@torch.no_grad()
+def explain(model, graph: TypedGraph, head: int, relation: int, tail: int,
+            max_paths: Optional[int] = None) -> Explanation:
+    r"""Explains the score of :obj:`tail` for the query :obj:`(head,
+    relation, ?)` by its grounded rule paths.
+
+    Args:
+        model (RuleReasoner): A trained rule reasoner.
+        graph (TypedGraph): The observed graph.
+        head (int): The head entity.
+        relation (int): The query relation in :math:`[0, 2R)`.
+        tail (int): The candidate answer.
+        max_paths (int, optional): Keep only the largest contributions.
+            (default: :obj:`None`, all)
+    """
+    N, K, L, T = graph.num_nodes, model.num_edge_types, model.num_steps, \
+        model.rank
+    for name, value, bound in (('head', head, N), ('tail', tail, N),
+                               ('relation', relation, K)):
+        if not 0 <= value < bound:
+            raise ValueError(f"'{name}' must be in [0, {bound}), got {value}")
+    model.eval()
+    device = graph.device
+    head_t = torch.tensor([head], device=device)
+    relation_t = torch.tensor([relation], device=device)
+    attention = model.operator_attention(relation_t)[0]  # [T, L, K + 1]
+    rho = model.edge_weight(graph, graph.neighborhood(head_t, L - 1))
+
+    # The normalisers Z[j, l], from the same computation as forward().
+    x = Signals.one_hot(head_t.repeat(T), attention.new_ones(T))
+    normalisers = []
+    for step in range(L):
+        a = attention[:, step].t()
+        x = graph.propagate(x, a[:K], rho, a[K])
+        total = x.value.new_zeros(T).index_add(0, x.column, x.value)
+        normalisers.append(total.clamp(min=model.eps))
+        x = x.normalize(model.eps)
+    score = float(x.to_dense(N)[tail].sum())
+    weights = (attention.double() /
+               torch.stack(normalisers, dim=1).double().unsqueeze(-1))
+    # weights[j, l, o]: a / Z for every rank, step and operator.
+
+    reach = _reaching(graph, tail, L)
+    ptr = graph.node_ptr.tolist()
+    src, typ, dst = (graph.edge_src.tolist(), graph.edge_type.tolist(),
+                     graph.edge_dst.tolist())
+    rho = rho.double() if rho is not None else None
+    # Partial paths: (entities, operators, per-rank weight [T]).
+    partial = [((head, ), (), torch.ones(T, dtype=torch.double,
+                                         device=device))]
+    for step in range(L):
+        extended = []
+        for entities, ops, weight in partial:
+            z = entities[-1]
+            if z in reach[step + 1]:
+                extended.append((entities + (z, ), ops + (K, ),
+                                 weight * weights[:, step, K]))
+            e = ptr[z]
+            while e < ptr[z + 1]:
+                k, j = typ[e], dst[e]
+                count = 1
+                while e + count < ptr[z + 1] and typ[e + count] == k and \
+                        dst[e + count] == j:
+                    count += 1
+                if j in reach[step + 1]:
+                    w = weights[:, step, k] * count
+                    if rho is not None:
+                        w = w * rho[src[e], k]
+                    extended.append((entities + (j, ), ops + (k, ),
+                                     weight * w))
+                e += count
+        partial = extended
+
+    merged = {}
+    for entities, ops, weight in partial:
+        body = tuple(o for o in ops if o != K)
+        nodes = (head, ) + tuple(entities[i + 1] for i, o in enumerate(ops)
+                                 if o != K)
+        merged[(body, nodes)] = merged.get((body, nodes), 0.) + \
+            float(weight.sum())
+    paths = sorted((PathContribution(body, nodes, value)
+                    for (body, nodes), value in merged.items()),
+                   key=lambda p: (-p.contribution, p.body, p.entities))
+    if max_paths is not None:
+        paths = paths[:max_paths]
+    return Explanation(head, relation, tail, score, paths)
+
+
+def _reaching(graph: TypedGraph, tail: int, num_steps: int):
+    r"""reach[l]: the entities from which :obj:`tail` can be reached in the
+    remaining :obj:`num_steps - l` steps (identity steps allowed)."""
+    reach = [set() for _ in range(num_steps + 1)]
+    reach[num_steps] = {tail}
+    src, dst = graph.edge_src, graph.edge_dst
+    for step in range(num_steps - 1, -1, -1):
+        targets = torch.tensor(sorted(reach[step + 1]), device=dst.device)
+        sources = src[torch.isin(dst, targets)].tolist()
+        reach[step] = reach[step + 1] | set(sources)
+    return reach

@@ -1,0 +1,86 @@
+import json
+
+import pytest
+
+from pyg_degreembed.cli import main
+
+
+@pytest.fixture(scope='module')
+def trained(tmp_path_factory):
+    folder = tmp_path_factory.mktemp('cli')
+    checkpoint = str(folder / 'kinship.pt')
+    code = main(['train', '--dataset', 'kinship', '--dim', '8', '--epochs',
+                 '1', '--checkpoint', checkpoint, '--no-progress'])
+    assert code == 0
+    return folder, checkpoint
+
+
+def test_train_writes_checkpoint_and_metrics(trained, capsys):
+    folder, checkpoint = trained
+    metrics = json.loads((folder / 'kinship.json').read_text())
+    assert metrics['split'] == 'test'
+    m = metrics['metrics']
+    assert m['optimistic']['mrr'] >= m['realistic']['mrr'] >= \
+        m['pessimistic']['mrr'] > 0
+    assert m['realistic']['num_queries'] == 2200
+    assert 'Term3' in m['realistic']['per_relation']
+
+
+def test_evaluate_predict_rules_explain(trained, capsys, tmp_path):
+    _, checkpoint = trained
+    assert main(['evaluate', '--checkpoint', checkpoint, '--split', 'valid',
+                 '--json', str(tmp_path / 'm.json')]) == 0
+    assert 'filtered valid metrics (2198 queries' in capsys.readouterr().out
+
+    assert main(['predict', '--checkpoint', checkpoint, '--head',
+                 'Person46', '--relation', 'Term3', '--k', '3']) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == 'Person46 Term3 ?'
+    assert len(lines) == 5 and lines[2].split()[0] == '1'
+
+    assert main(['rules', '--checkpoint', checkpoint, '--relation',
+                 'inv_Term3', '--k', '2', '--json',
+                 str(tmp_path / 'r.json')]) == 0
+    rules = json.loads((tmp_path / 'r.json').read_text())
+    assert len(rules) == 2 and rules[0]['head'] == 'inv_Term3'
+    assert rules[0]['confidence'] == 1.0
+    printed = capsys.readouterr().out.splitlines()
+    assert printed == [rule['text'] for rule in rules]
+    assert printed[0].startswith('Term3(Y,X) <= ')
+
+    assert main(['explain', '--checkpoint', checkpoint, '--head',
+                 'Person46', '--relation', 'Term3', '--tail', 'Person61',
+                 '--k', '3']) == 0
+    out = capsys.readouterr().out
+    assert out.startswith('score of Person61 for (Person46, Term3, ?)')
+
+
+@pytest.mark.parametrize('argv,message', [
+    (['predict', '--head', 'Nobody', '--relation', 'Term3'],
+     "unknown entity 'Nobody'"),
+    (['predict', '--head', 'Person46', '--relation', 'Term99'],
+     "unknown relation 'Term99'"),
+    (['evaluate', '--dataset', 'umls'], 'trained on a KG with 25 relations, '
+     'but this KG has 46'),
+    (['evaluate', '--dataset', 'no/such/folder'], 'neither a bundled'),
+])
+def test_errors_are_one_line_with_status_2(trained, capsys, argv, message):
+    _, checkpoint = trained
+    code = main(argv[:1] + ['--checkpoint', checkpoint] + argv[1:])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.startswith('error: ') and message in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_missing_checkpoint(capsys, tmp_path):
+    assert main(['rules', '--checkpoint', str(tmp_path / 'x.pt')]) == 2
+    assert 'checkpoint file not found' in capsys.readouterr().err
+
+
+def test_help_on_every_command(capsys):
+    for command in ['train', 'evaluate', 'predict', 'rules', 'explain']:
+        with pytest.raises(SystemExit) as info:
+            main([command, '--help'])
+        assert info.value.code == 0
+        assert 'usage: pyg-degreembed ' + command in capsys.readouterr().out

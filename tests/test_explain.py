@@ -1,0 +1,56 @@
+import pytest
+import torch
+
+from pyg_degreembed import DegreEmbedReasoner, RuleReasoner, TypedGraph
+from pyg_degreembed.explain import explain
+
+
+@pytest.mark.parametrize('cls', [RuleReasoner, DegreEmbedReasoner])
+@pytest.mark.parametrize('num_steps,rank', [(2, 3), (3, 2)])
+def test_contributions_add_up_to_the_score(random_graph, cls, num_steps,
+                                           rank):
+    torch.manual_seed(0)
+    edge_index, edge_type, N, K = random_graph
+    model = cls(K // 2, num_steps=num_steps, rank=rank, embedding_dim=8,
+                hidden_channels=6)
+    graph = TypedGraph(*random_graph)
+    for head, relation in [(0, 1), (3, 6)]:
+        scores = model(graph, torch.tensor([head]), torch.tensor([relation]))
+        for tail in range(N):
+            result = explain(model, graph, head, relation, tail)
+            assert result.score == pytest.approx(float(scores[0, tail]),
+                                                 abs=1e-6)
+            total = sum(p.contribution for p in result.paths)
+            assert total == pytest.approx(float(scores[0, tail]), abs=1e-5)
+            if float(scores[0, tail]) == 0:
+                assert result.paths == []
+
+
+def test_paths_follow_real_edges_and_merge_identity_paddings(toy_kg):
+    torch.manual_seed(0)
+    graph = TypedGraph(toy_kg.edge_index, toy_kg.edge_type, 6, 6)
+    model = RuleReasoner(3, num_steps=2, rank=2, embedding_dim=8,
+                         hidden_channels=6)
+    edges = set(zip(toy_kg.edge_index[0].tolist(),
+                    toy_kg.edge_type.tolist(),
+                    toy_kg.edge_index[1].tolist()))
+    result = explain(model, graph, head=0, relation=0, tail=3)
+    keys = [(p.body, p.entities) for p in result.paths]
+    assert len(keys) == len(set(keys))  # [r, id] and [id, r] merged
+    for path in result.paths:
+        assert path.entities[0] == 0 and path.entities[-1] == 3
+        for i, k in enumerate(path.body):
+            assert (path.entities[i], k, path.entities[i + 1]) in edges
+    # 0 -parentOf-> 3 is a one-step path.
+    assert ((0, ), (0, 3)) in keys
+    names = ['ann', 'bob', 'cat', 'dan', 'eve', 'fay']
+    text = [p.format(names, ['parentOf', 'siblingOf', 'spouseOf'])
+            for p in result.paths]
+    assert any(t.startswith('parentOf(ann,dan)') for t in text)
+
+
+def test_bad_query_is_rejected(toy_kg):
+    graph = TypedGraph(toy_kg.edge_index, toy_kg.edge_type, 6, 6)
+    model = RuleReasoner(3)
+    with pytest.raises(ValueError, match="'tail' must be in"):
+        explain(model, graph, 0, 0, 6)
