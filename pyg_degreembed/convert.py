@@ -7,7 +7,7 @@ import torch
 from torch import Tensor
 from torch_geometric.data import Data, HeteroData
 
-from .kg import GRAPH_SPLITS, SPLITS, kg_data, split_triples
+from .kg import GRAPH_SPLITS, SPLITS, check_shape, kg_data, split_triples
 
 NODE_TYPE = 'entity'
 
@@ -50,19 +50,17 @@ def from_edge_index(
         raise ValueError("The training triples are 'edge_index' and "
                          "'edge_type'; 'splits' may hold facts, valid, test")
     splits['train'] = torch.stack([edge_index[0], edge_type, edge_index[1]])
+    splits = {s: torch.as_tensor(t, dtype=torch.long)
+              for s, t in splits.items()}
+    for split, triples in splits.items():
+        check_shape(split, triples)
     everything = torch.cat(list(splits.values()), dim=1)
-    if everything.numel() and int(everything.min()) < 0:
-        raise ValueError('Negative entity or relation id')
     if num_nodes is None:
         num_nodes = int(everything[[0, 2]].max()) + 1 if everything.numel() \
             else 0
     if num_relations is None:
         num_relations = int(everything[1].max()) + 1 if everything.numel() \
             else 0
-    if everything.numel() and (int(everything[[0, 2]].max()) >= num_nodes or
-                               int(everything[1].max()) >= num_relations):
-        raise ValueError(f'Ids out of range: {num_nodes} entities and '
-                         f'{num_relations} relations')
     return kg_data(num_nodes, num_relations, splits, entity_names,
                    relation_names)
 

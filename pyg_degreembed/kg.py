@@ -74,10 +74,14 @@ def kg_data(
     if unknown:
         raise ValueError(f"Unknown split name(s) {sorted(unknown)}; "
                          f"expected a subset of {SPLITS}")
+    splits = {
+        split: torch.as_tensor(splits.get(split, torch.empty(3, 0)),
+                               dtype=torch.long)
+        for split in SPLITS
+    }
+    check_triples(splits, num_nodes, num_relations)
     kwargs = {}
-    for split in SPLITS:
-        triples = splits.get(split, torch.empty(3, 0, dtype=torch.long))
-        triples = torch.as_tensor(triples, dtype=torch.long)
+    for split, triples in splits.items():
         kwargs[f'{split}_edge_index'] = triples[[0, 2]].contiguous()
         kwargs[f'{split}_edge_type'] = triples[1].contiguous()
 
@@ -92,6 +96,51 @@ def kg_data(
     data.entity_names = _names(entity_names, num_nodes, 'e')
     data.relation_names = _names(relation_names, num_relations, 'r')
     return data
+
+
+def check_shape(split: str, triples: Tensor):
+    r"""Rejects triples that are not a :obj:`[3, n]` tensor."""
+    if triples.dim() != 2 or triples.size(0) != 3:
+        raise ValueError(f'The {split} triples must have shape [3, n] '
+                         f'(head, relation, tail), got '
+                         f'{list(triples.shape)}')
+
+
+def check_triples(splits: Dict[str, Tensor], num_nodes: int,
+                  num_relations: int):
+    r"""Rejects malformed triples with a :class:`ValueError` that names the
+    split and the position (column) of the offending triple: a shape other
+    than :obj:`[3, n]`, ids out of range, a triple twice in one split, or
+    one triple in two splits."""
+    for split, triples in splits.items():
+        check_shape(split, triples)
+        for row, bound, what in ((0, num_nodes, 'head entity'),
+                                 (1, num_relations, 'relation'),
+                                 (2, num_nodes, 'tail entity')):
+            bad = ((triples[row] < 0) | (triples[row] >= bound)).nonzero()
+            if bad.numel():
+                i = int(bad[0])
+                raise ValueError(
+                    f'{split} triple {i} {tuple(triples[:, i].tolist())} '
+                    f'has {what} id {int(triples[row, i])} outside '
+                    f'[0, {bound})')
+    names = list(splits)
+    every = torch.cat([splits[s] for s in names], dim=1)
+    which = torch.cat([torch.full((splits[s].size(1), ), i)
+                       for i, s in enumerate(names)])
+    position = torch.cat([torch.arange(splits[s].size(1)) for s in names])
+    key = (every[0] * num_relations + every[1]) * num_nodes + every[2]
+    key, order = torch.sort(key, stable=True)
+    same = (key[1:] == key[:-1]).nonzero()
+    if same.numel():
+        a, b = order[int(same[0])], order[int(same[0]) + 1]
+        triple = tuple(every[:, a].tolist())
+        sa, sb = names[int(which[a])], names[int(which[b])]
+        where = (f'twice in {sa} (positions {int(position[a])} and '
+                 f'{int(position[b])})' if sa == sb else
+                 f'in both {sa} (position {int(position[a])}) and {sb} '
+                 f'(position {int(position[b])})')
+        raise ValueError(f'The triple {triple} is {where}')
 
 
 def split_triples(data: Data, split: str) -> Tensor:

@@ -23,7 +23,7 @@ def toy_kg():
         [0, 2, 1], [1, 2, 0],  # 0, 1 spouses
         [3, 0, 4],  # 3 parent of 4
     ]).t()
-    valid = torch.tensor([[2, 1, 3]]).t()
+    valid = torch.tensor([[2, 0, 4]]).t()
     test = torch.tensor([[4, 1, 4]]).t()
     return from_edge_index(triples[[0, 2]], triples[1], num_nodes=6,
                            num_relations=3,

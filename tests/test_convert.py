@@ -19,11 +19,26 @@ def test_from_edge_index_builds_graph_with_inverses():
 def test_from_edge_index_rejects_bad_input():
     with pytest.raises(ValueError, match='shape'):
         from_edge_index(torch.tensor([0, 1]), torch.tensor([0]))
-    with pytest.raises(ValueError, match='out of range'):
+    with pytest.raises(ValueError, match=r'train triple 0 \(0, 0, 5\) has '
+                       r'tail entity id 5 outside \[0, 3\)'):
         from_edge_index(torch.tensor([[0], [5]]), torch.tensor([0]),
                         num_nodes=3)
-    with pytest.raises(ValueError, match='Negative'):
-        from_edge_index(torch.tensor([[0], [-1]]), torch.tensor([0]))
+    with pytest.raises(ValueError, match='head entity id -1'):
+        from_edge_index(torch.tensor([[-1], [0]]), torch.tensor([0]))
+    with pytest.raises(ValueError, match='relation id 2 outside'):
+        from_edge_index(torch.tensor([[0], [1]]), torch.tensor([2]),
+                        num_relations=2)
+    with pytest.raises(ValueError, match=r'The triple \(0, 0, 1\) is twice '
+                       r'in train \(positions 0 and 2\)'):
+        from_edge_index(torch.tensor([[0, 1, 0], [1, 2, 1]]),
+                        torch.tensor([0, 0, 0]))
+    with pytest.raises(ValueError, match=r'in both train \(position 1\) '
+                       r'and test \(position 0\)'):
+        from_edge_index(torch.tensor([[0, 1], [1, 2]]), torch.tensor([0, 0]),
+                        splits={'test': torch.tensor([[1], [0], [2]])})
+    with pytest.raises(ValueError, match=r'shape \[3, n\]'):
+        from_edge_index(torch.tensor([[0], [1]]), torch.tensor([0]),
+                        splits={'test': torch.tensor([[1, 0, 2]])})
 
 
 def test_hetero_round_trip(toy_kg):

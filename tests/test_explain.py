@@ -15,7 +15,9 @@ def test_contributions_add_up_to_the_score(random_graph, cls, num_steps,
                 hidden_channels=6)
     graph = TypedGraph(*random_graph)
     for head, relation in [(0, 1), (3, 6)]:
-        scores = model(graph, torch.tensor([head]), torch.tensor([relation]))
+        with torch.no_grad():
+            scores = model(graph, torch.tensor([head]),
+                           torch.tensor([relation]))
         for tail in range(N):
             result = explain(model, graph, head, relation, tail)
             assert result.score == pytest.approx(float(scores[0, tail]),

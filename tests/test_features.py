@@ -36,9 +36,8 @@ def test_degree_sets_ignore_counts_and_keep_direction():
 
 
 def test_valid_and_test_edges_do_not_feed_degree_features(toy_kg):
-    # The valid triple (2, siblingOf, 3) is also a training triple here,
-    # but the test triple (4, siblingOf, 4) is not: entity 4 must not get
-    # the sibling types.
+    # The valid triple (2, parentOf, 4) and the test triple
+    # (4, siblingOf, 4) are not edges: entity 4 keeps only "child of".
     degree = degree_sets(toy_kg.edge_index, toy_kg.edge_type, 6, 6)
     assert sets_of(degree, 6)[4] == [3]
 
