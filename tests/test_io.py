@@ -106,3 +106,10 @@ def test_missing_folder_and_file(tmp_path):
     os.remove(osp.join(folder, 'valid.txt'))
     with pytest.raises(KGFormatError, match='valid.txt: file not found'):
         load_neural_lp(folder)
+
+
+def test_relation_without_triples_is_kept(tmp_path):
+    folder = write_kg(tmp_path, {'relations.txt': b'r\ns\nunused\n'})
+    data = load_neural_lp(folder)
+    assert data.num_relations == 3 and data.relation_names[2] == 'unused'
+    assert data.edge_type.max() < 2 * 3
