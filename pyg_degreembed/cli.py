@@ -7,6 +7,8 @@ r"""The :obj:`pyg-degreembed` command line.
     pyg-degreembed predict --checkpoint runs/family.pt --head 1 --relation brother
     pyg-degreembed rules --checkpoint runs/family.pt --relation aunt
     pyg-degreembed explain --checkpoint runs/family.pt --head 1 --relation brother --tail 3
+    pyg-degreembed saturation --dataset family --relation brother
+    pyg-degreembed plot --checkpoint runs/family.pt --out embedding.png
 
 A failure exits with status 2 and one line :obj:`error: ...` on stderr.
 """
@@ -27,6 +29,7 @@ from .io import KGFormatError
 from .kg import all_triples, relation_name, split_triples
 from .nn import DegreEmbedReasoner, RuleReasoner
 from .rules import extract_rules
+from .saturation import saturation, saturation_table
 from .training import fit
 from .typed_graph import TypedGraph
 
@@ -121,6 +124,29 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--tail', required=True)
     p.add_argument('--k', type=int, default=10, help='paths to show')
     p.set_defaults(handler=cmd_explain)
+
+    p = sub.add_parser('saturation',
+                       help='macro/micro/comprehensive saturation of '
+                       'rule patterns')
+    p.add_argument('--dataset', default='family')
+    p.add_argument('--steps', type=int, default=2,
+                   help='maximum pattern length (default: 2)')
+    p.add_argument('--graph', default='all', choices=['all', 'observed'],
+                   help='triples forming the graph (default: all splits, '
+                   'as the paper)')
+    p.add_argument('--inverse', action='store_true',
+                   help='count paths along inverse edges too')
+    p.add_argument('--relation', default=None, help='one relation')
+    p.add_argument('--top', type=int, default=5,
+                   help='patterns shown per relation')
+    p.add_argument('--json', default=None, help='write all values here')
+    p.set_defaults(handler=cmd_saturation)
+
+    p = sub.add_parser('plot', help='t-SNE plot of the degree embeddings')
+    _checkpoint_args(p)
+    p.add_argument('--out', default='embedding.png')
+    p.add_argument('--top', type=int, default=10)
+    p.set_defaults(handler=cmd_plot)
     return parser
 
 
@@ -208,6 +234,32 @@ def cmd_explain(args):
     rest = len(result.paths) - args.k
     if rest > 0:
         print(f'  ... and {rest} more paths')
+
+
+def cmd_saturation(args):
+    data = load_dataset(args.dataset)
+    relations = None if args.relation is None else \
+        [_relation(data, args.relation)]
+    if relations and relations[0] >= data.num_relations:
+        raise CLIError('saturation is defined for relations, not inverses')
+    items = saturation(data, args.steps, graph=args.graph,
+                       inverse=args.inverse, relations=relations)
+    print(saturation_table(items, list(data.relation_names), args.top))
+    if args.json:
+        save_json(args.json, [{
+            'relation': data.relation_names[s.relation],
+            'pattern': [relation_name(data, k) for k in s.pattern],
+            'macro': s.macro, 'micro': s.micro,
+            'comprehensive': s.comprehensive} for s in items])
+
+
+def cmd_plot(args):
+    from .plot import plot_entity_embedding
+    model, data, device = _load(args)
+    plot_entity_embedding(model, _graph(data, device), args.out,
+                          top=args.top,
+                          relation_names=list(data.relation_names))
+    print(f'plot: {args.out}')
 
 
 def _load(args):

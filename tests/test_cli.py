@@ -84,3 +84,21 @@ def test_help_on_every_command(capsys):
             main([command, '--help'])
         assert info.value.code == 0
         assert 'usage: pyg-degreembed ' + command in capsys.readouterr().out
+
+
+def test_saturation_command(capsys, tmp_path):
+    assert main(['saturation', '--dataset', 'family', '--relation',
+                 'brother', '--top', '1', '--json',
+                 str(tmp_path / 's.json')]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[2] == ('| brother(X,Y) <= brother(X,Z), brother(Z,Y) | 0.86 '
+                      '| 0.14 | 0.12 |')
+    values = json.loads((tmp_path / 's.json').read_text())
+    assert values[0]['pattern'] == ['brother', 'brother']
+
+
+def test_plot_command(trained, tmp_path, capsys):
+    _, checkpoint = trained
+    out = tmp_path / 'tsne.png'
+    assert main(['plot', '--checkpoint', checkpoint, '--out', str(out)]) == 0
+    assert out.read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
