@@ -28,7 +28,6 @@ from .explain import explain
 from .io import KGFormatError
 from .kg import all_triples, relation_name, split_triples
 from .nn import DegreEmbedReasoner, RuleReasoner
-from .rules import extract_rules
 from .saturation import saturation, saturation_table
 from .training import fit
 from .typed_graph import TypedGraph
@@ -113,6 +112,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--relation', default=None,
                    help='one relation (default: all, inverses included)')
     p.add_argument('--k', type=int, default=5)
+    p.add_argument('--no-inverse', action='store_true',
+                   help='without --relation: only the R forward queries')
     p.add_argument('--json', default=None, help='write the rules here')
     p.set_defaults(handler=cmd_rules)
 
@@ -206,18 +207,18 @@ def cmd_predict(args):
 
 def cmd_rules(args):
     model, data, _ = _load(args)
-    relations = ([_relation(data, args.relation)] if args.relation else
-                 range(2 * data.num_relations))
+    rules = (model.rules(_relation(data, args.relation), args.k)
+             if args.relation else
+             model.rules(k=args.k, inverse=not args.no_inverse))
     out = []
-    for relation in relations:
-        for rule in extract_rules(model, relation, k=args.k):
-            print(rule.format(data.relation_names))
-            out.append({
-                'head': relation_name(data, rule.head),
-                'body': [relation_name(data, k) for k in rule.body],
-                'confidence': rule.confidence,
-                'text': rule.format(data.relation_names),
-            })
+    for rule in rules:
+        print(rule.format(data.relation_names))
+        out.append({
+            'head': relation_name(data, rule.head),
+            'body': [relation_name(data, k) for k in rule.body],
+            'confidence': rule.confidence,
+            'text': rule.format(data.relation_names),
+        })
     if args.json:
         save_json(args.json, out)
 

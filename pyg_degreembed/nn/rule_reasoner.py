@@ -170,6 +170,19 @@ class RuleReasoner(Module):
             x.value)
         return scores.view(B, N)
 
+    def rules(self, relation: Optional[int] = None, k: int = 10,
+              inverse: bool = True) -> list:
+        r"""The top-:obj:`k` learned rules of query relation
+        :obj:`relation` (see :func:`~pyg_degreembed.extract_rules`), or of
+        every query relation (:math:`2R` of them, or only the :math:`R`
+        forward ones with :obj:`inverse=False`) when it is :obj:`None`."""
+        from ..rules import extract_rules
+        if relation is not None:
+            return extract_rules(self, relation, k)
+        count = self.num_edge_types if inverse else self.num_relations
+        return [rule for q in range(count)
+                for rule in extract_rules(self, q, k)]
+
     def config(self) -> dict:
         r"""The constructor arguments, to rebuild the model."""
         return dict(num_relations=self.num_relations,
