@@ -15,10 +15,11 @@ import torch
 from torch_geometric import seed_everything
 
 from common import machine, write_json
-from pyg_degreembed import (DegreEmbedReasoner, RuleReasoner, TypedGraph,
-                            bundled_path, load_neural_lp, rule_loss)
+from pyg_degreembed import DegreEmbedReasoner, RuleReasoner, TypedGraph
+from pyg_degreembed.datasets import load_dataset
 from pyg_degreembed.evaluation import both_directions
 from pyg_degreembed.kg import split_triples
+from pyg_degreembed.training import nll_loss
 
 parser = argparse.ArgumentParser()
 parser.add_argument('--dataset', default='family')
@@ -26,8 +27,7 @@ parser.add_argument('--epochs', type=int, default=3)
 parser.add_argument('--mode', default='auto')
 args = parser.parse_args()
 
-data = load_neural_lp(bundled_path(args.dataset) if '/' not in args.dataset
-                      else args.dataset)
+data = load_dataset(args.dataset)
 graph = TypedGraph(data.edge_index, data.edge_type, data.num_nodes,
                    2 * data.num_relations)
 head, relation, tail = both_directions(split_triples(data, 'train'),
@@ -47,8 +47,7 @@ for name, cls in (('DegreEmbed', DegreEmbedReasoner), ('DRUM', RuleReasoner)):
         for index in torch.randperm(head.numel(),
                                     generator=generator).split(128):
             h, q, t = head[index], relation[index], tail[index]
-            loss = rule_loss(model(graph, h, q, remove_tail=t,
-                                   mode=args.mode), t)
+            loss = nll_loss(model.score(graph, h, q, t, mode=args.mode))
             optimizer.zero_grad()
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)

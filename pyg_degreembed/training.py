@@ -37,8 +37,7 @@ def rule_loss(scores: Tensor, target: Tensor, loss: str = 'nll',
         eps (float, optional): Clamping constant. (default: :obj:`1e-20`)
     """
     if loss == 'nll':
-        target_score = scores.gather(1, target.view(-1, 1)).squeeze(1)
-        return -torch.log(target_score.clamp(min=eps)).mean()
+        return nll_loss(scores.gather(1, target.view(-1, 1)).squeeze(1), eps)
     if loss == 'bce':
         eps = max(eps, 1e-7)  # 1 - eps must differ from 1 in float32
         s = scores.clamp(eps, 1 - eps)
@@ -46,6 +45,12 @@ def rule_loss(scores: Tensor, target: Tensor, loss: str = 'nll',
         bce = -(onehot * s.log() + (1 - onehot) * (1 - s).log())
         return bce.sum(dim=1).mean()
     raise ValueError(f"'loss' must be one of {LOSSES}, got {loss!r}")
+
+
+def nll_loss(target_score: Tensor, eps: float = 1e-20) -> Tensor:
+    r""":math:`-\log \max(s_t, \epsilon)` averaged over the batch, from the
+    answers' scores alone (shape :obj:`[B]`)."""
+    return -torch.log(target_score.clamp(min=eps)).mean()
 
 
 @dataclass
@@ -185,8 +190,11 @@ def fit(
                 tqdm(batches, desc=f'epoch {epoch}', leave=False,
                      disable=None if progress else True), start=1):
             h, q, t = head[index], relation[index], tail[index]
-            scores = model(graph, h, q, remove_tail=t)
-            batch_loss = rule_loss(scores, t, loss, model.eps)
+            if loss == 'nll':  # only the answers' scores are needed
+                batch_loss = nll_loss(model.score(graph, h, q, t), model.eps)
+            else:
+                batch_loss = rule_loss(model(graph, h, q, remove_tail=t), t,
+                                       loss, model.eps)
             optimizer.zero_grad()
             batch_loss.backward()
             if clip_norm is not None:

@@ -115,3 +115,34 @@ def test_repr():
     assert repr(RuleReasoner(5)) == 'RuleReasoner(5, num_steps=2, rank=3)'
     assert repr(DegreEmbedReasoner(5, num_steps=3, rank=1)) == \
         'DegreEmbedReasoner(5, num_steps=3, rank=1)'
+
+
+@pytest.mark.parametrize('cls', [RuleReasoner, DegreEmbedReasoner])
+@pytest.mark.parametrize('num_steps,remove', [(1, True), (2, True),
+                                              (3, False)])
+def test_score_of_answers_equals_forward(random_graph, cls, num_steps,
+                                         remove):
+    torch.manual_seed(0)
+    edge_index, edge_type, N, K = random_graph
+    model = cls(K // 2, num_steps=num_steps, rank=2, embedding_dim=8,
+                hidden_channels=6)
+    graph = TypedGraph(*random_graph)
+    edges = torch.tensor([0, 45, 10, 3, 17])
+    head, relation = edge_index[0, edges], edge_type[edges]
+    tail = edge_index[1, edges].clone()
+    tail[3] = (tail[3] + 1) % N  # not an edge
+    full = model(graph, head, relation,
+                 remove_tail=tail if remove else None)
+    expected = full[torch.arange(5), tail]
+    scores = model.score(graph, head, relation, tail, remove_edge=remove)
+    assert torch.allclose(scores, expected, atol=1e-6)
+    # Same gradients as the full computation.
+    params = [p for p in model.parameters()]
+    g1 = torch.autograd.grad(torch.log(scores).sum(), params,
+                             allow_unused=True)
+    g2 = torch.autograd.grad(torch.log(expected).sum(), params,
+                             allow_unused=True)
+    for a, b in zip(g1, g2):
+        assert (a is None) == (b is None)
+        if a is not None:
+            assert torch.allclose(a, b, atol=1e-5, rtol=1e-4)

@@ -140,9 +140,46 @@ class RuleReasoner(Module):
 
         :rtype: :class:`torch.Tensor` of shape :obj:`[B, N]`
         """
+        N, B, T = graph.num_nodes, head.numel(), self.rank
+        x, a, rho, removed = self._walk(graph, head, relation, remove_tail,
+                                        mode)
+        K = self.num_edge_types
+        x = graph.propagate(x, a[:K], rho, a[K], removed, mode)
+        x = x.normalize(self.eps)
+        # Sum over ranks: column c adds to query c // T.
+        scores = x.value.new_zeros(B * N).index_add(
+            0, torch.div(x.column, T, rounding_mode='floor') * N + x.node,
+            x.value)
+        return scores.view(B, N)
+
+    def score(self, graph: TypedGraph, head: Tensor, relation: Tensor,
+              tail: Tensor, remove_edge: bool = True,
+              mode: str = 'auto') -> Tensor:
+        r"""The scores of the given answers only, :obj:`forward(graph, head,
+        relation, remove_tail=tail if remove_edge else None)[b, tail[b]]`,
+        computed without scoring every entity in the last step (see
+        :meth:`TypedGraph.propagate_at`): the fast path of training with the
+        :obj:`"nll"` loss.
+
+        :rtype: :class:`torch.Tensor` of shape :obj:`[B]`
+        """
+        K, T = self.num_edge_types, self.rank
+        self._check_entities(graph, tail, 'tail')
+        x, a, rho, removed = self._walk(graph, head, relation,
+                                        tail if remove_edge else None, mode)
+        value, total = graph.propagate_at(x, tail.repeat_interleave(T),
+                                          a[:K], rho, a[K], removed)
+        # A target that no path reaches has no gradient, as in forward().
+        value = torch.where(value != 0, value / total.clamp(min=self.eps),
+                            0.)
+        return value.view(-1, T).sum(dim=-1)
+
+    def _walk(self, graph, head, relation, remove_tail, mode):
+        # The first L - 1 steps; returns the signals, the attention of the
+        # last step [K + 1, C], rho and the left-out edges.
         self._check_input(graph, head, relation)
-        N, K, T = graph.num_nodes, self.num_edge_types, self.rank
-        B, C = head.numel(), head.numel() * T
+        K, T = self.num_edge_types, self.rank
+        C = head.numel() * T
         attention = self.operator_attention(relation)  # [B, T, L, K + 1]
         # Only entities within L - 1 hops of a head can send a signal.
         sources = graph.neighborhood(head, self.num_steps - 1)
@@ -154,21 +191,21 @@ class RuleReasoner(Module):
                             attention.new_ones(C))
         removed = None
         if remove_tail is not None:
+            self._check_entities(graph, remove_tail, 'remove_tail')
             inverse = inverse_relation(relation, self.num_relations)
             lo1, hi1 = graph.edge_range(head, relation, remove_tail)
             lo2, hi2 = graph.edge_range(remove_tail, inverse, head)
             removed = (torch.stack([lo1, lo2], -1).repeat_interleave(T, 0),
                        torch.stack([hi1, hi2], -1).repeat_interleave(T, 0))
 
-        for step in range(self.num_steps):
-            a = attention[:, :, step].reshape(C, K + 1).t()
+        def step_attention(step):
+            return attention[:, :, step].reshape(C, K + 1).t()
+
+        for step in range(self.num_steps - 1):
+            a = step_attention(step)
             x = graph.propagate(x, a[:K], rho, a[K], removed, mode)
             x = x.normalize(self.eps)
-        # Sum over ranks: column c adds to query c // T.
-        scores = x.value.new_zeros(B * N).index_add(
-            0, torch.div(x.column, T, rounding_mode='floor') * N + x.node,
-            x.value)
-        return scores.view(B, N)
+        return x, step_attention(self.num_steps - 1), rho, removed
 
     def rules(self, relation: Optional[int] = None, k: int = 10,
               inverse: bool = True) -> list:
@@ -200,14 +237,20 @@ class RuleReasoner(Module):
             raise ValueError(f"'head' and 'relation' must be vectors of one "
                              f"length, got shapes {list(head.shape)} and "
                              f"{list(relation.shape)}")
-        if head.numel() and (int(head.min()) < 0
-                             or int(head.max()) >= graph.num_nodes):
-            raise ValueError(f"'head' holds entity ids outside "
-                             f"[0, {graph.num_nodes})")
+        self._check_entities(graph, head, 'head')
         if relation.numel() and (int(relation.min()) < 0 or
                                  int(relation.max()) >= self.num_edge_types):
             raise ValueError(f"'relation' holds ids outside "
                              f"[0, {self.num_edge_types})")
+
+    @staticmethod
+    def _check_entities(graph: TypedGraph, ids: Tensor, name: str):
+        if ids.dim() != 1:
+            raise ValueError(f"'{name}' must be a vector")
+        if ids.numel() and (int(ids.min()) < 0
+                            or int(ids.max()) >= graph.num_nodes):
+            raise ValueError(f"'{name}' holds entity ids outside "
+                             f"[0, {graph.num_nodes})")
 
     def __repr__(self) -> str:
         return (f'{self.__class__.__name__}({self.num_relations}, '
