@@ -1,0 +1,238 @@
+"""Reproduce the paper's link-prediction table with one protocol for all.
+
+    python benchmarks/reproduce.py --dataset kinship --model degreembed --seeds 0
+    python benchmarks/reproduce.py --dataset family --model all --seeds 0 1 2
+    python benchmarks/reproduce.py --table-only
+
+Models: degreembed, drum, neurallp (the rank-one form) with the paper's
+settings (L = 2, T = 3, 128-d, Adam 1e-3, batch 128, early stopping on the
+filtered validation MRR), and the embedding baselines transe, distmult,
+complex, rotate from torch_geometric.nn.kge, trained on facts + train
+(128-d, Adam 1e-2, batch 1024, PyG's own losses, early stopping on the
+filtered validation MRR checked every 20 epochs).  Every model is ranked by
+the same filtered evaluator (both directions, all known triples filtered),
+under optimistic, pessimistic and realistic ties; test uses the weights that
+were best on validation.
+
+Each run writes benchmarks/results/runs/<dataset>-<model>-seed<k>.json
+(metrics under all tie policies, epochs, wall time, peak RSS, versions, git
+commit, command line); every invocation regenerates
+benchmarks/results/table.md and the table in README.md from all run files.
+"""
+import argparse
+import copy
+import glob
+import json
+import os
+import resource
+import statistics
+import time
+
+import torch
+from torch_geometric import seed_everything
+from torch_geometric.nn.kge import ComplEx, DistMult, RotatE, TransE
+
+from common import RESULTS, machine, write_json
+from pyg_degreembed import (DegreEmbedReasoner, RuleReasoner, TrueAnswers,
+                            TypedGraph, compute_ranks, fit)
+from pyg_degreembed.datasets import load_dataset
+from pyg_degreembed.evaluation import TIE_POLICIES
+from pyg_degreembed.kg import GRAPH_SPLITS, all_triples, split_triples
+
+RULE_MODELS = {
+    'degreembed': ('DegreEmbed', DegreEmbedReasoner, {}),
+    'drum': ('DRUM', RuleReasoner, {}),
+    'neurallp': ('Neural LP (rank 1)', RuleReasoner, {'rank': 1}),
+}
+KGE_MODELS = {
+    'transe': ('TransE', TransE),
+    'distmult': ('DistMult', DistMult),
+    'complex': ('ComplEx', ComplEx),
+    'rotate': ('RotatE', RotatE),
+}
+ORDER = list(RULE_MODELS) + list(KGE_MODELS)
+DATASETS = ['family', 'kinship', 'umls', 'wn18', 'fb15k-237']
+SHARED = os.path.join(os.path.dirname(__file__), '..', '..', 'shared',
+                      'datasets')
+# Epoch budgets (early stopping usually ends sooner).
+RULE_EPOCHS = {'family': 15, 'kinship': 40, 'umls': 40, 'wn18': 5,
+               'fb15k-237': 3}
+RUNS = os.path.join(RESULTS, 'runs')
+
+
+class KGEScorer(torch.nn.Module):
+    r"""Scores all entities for (head, relation) queries with a PyG KGE
+    model, so that it goes through the same evaluator; relation r + R asks
+    for the heads of r."""
+    def __init__(self, kge, num_relations: int):
+        super().__init__()
+        self.kge, self.num_relations = kge, num_relations
+
+    def forward(self, graph, head, relation):
+        N, R = graph.num_nodes, self.num_relations
+        B = head.numel()
+        everything = torch.arange(N, device=head.device).repeat(B)
+        fixed = head.repeat_interleave(N)
+        rel = (relation % R).repeat_interleave(N)
+        inverse = (relation >= R).repeat_interleave(N)
+        h = torch.where(inverse, everything, fixed)
+        t = torch.where(inverse, fixed, everything)
+        return self.kge(h, rel, t).view(B, N)
+
+
+def train_kge(cls, data, graph, true_answers, seed, max_epochs=400,
+              check_every=20, patience=2):
+    seed_everything(seed)
+    R = data.num_relations
+    kge = cls(data.num_nodes, R, hidden_channels=128)
+    scorer = KGEScorer(kge, R)
+    triples = torch.cat([split_triples(data, s) for s in GRAPH_SPLITS], 1)
+    loader = kge.loader(triples[0], triples[1], triples[2], batch_size=1024,
+                        shuffle=True)
+    optimizer = torch.optim.Adam(kge.parameters(), lr=0.01)
+    best, best_state, best_epoch, epoch = -1., None, 0, 0
+    valid = split_triples(data, 'valid')
+    for epoch in range(1, max_epochs + 1):
+        kge.train()
+        for h, r, t in loader:
+            optimizer.zero_grad()
+            kge.loss(h, r, t).backward()
+            optimizer.step()
+        if epoch % check_every == 0:
+            mrr = compute_ranks(scorer, graph, valid, true_answers,
+                                batch_size=64).metrics()['mrr']
+            if mrr > best:
+                best, best_epoch = mrr, epoch
+                best_state = copy.deepcopy(kge.state_dict())
+            elif epoch - best_epoch >= patience * check_every:
+                break
+    kge.load_state_dict(best_state)
+    return scorer, {'epochs': epoch, 'best_epoch': best_epoch,
+                    'best_valid_mrr': best}
+
+
+def run(dataset, model_name, seed, epochs=None):
+    folder = dataset if dataset in ('family', 'kinship', 'umls') else \
+        os.path.join(SHARED, dataset)
+    data = load_dataset(folder)
+    graph = TypedGraph(data.edge_index, data.edge_type, data.num_nodes,
+                       2 * data.num_relations)
+    true_answers = TrueAnswers(all_triples(data), data.num_nodes,
+                               data.num_relations)
+    start = time.perf_counter()
+    if model_name in RULE_MODELS:
+        _, cls, fixed = RULE_MODELS[model_name]
+        seed_everything(seed)
+        model = cls(data.num_relations, **{'num_steps': 2, 'rank': 3,
+                                           **fixed})
+        result = fit(model, data, epochs=epochs or RULE_EPOCHS[dataset],
+                     patience=3, seed=seed, progress=False)
+        info = {'epochs': len(result.history),
+                'best_epoch': result.best_epoch,
+                'best_valid_mrr': result.best_valid_mrr,
+                'seconds_per_epoch': statistics.mean(
+                    h['seconds'] for h in result.history)}
+        batch_size = 256
+    else:
+        model, info = train_kge(KGE_MODELS[model_name][1], data, graph,
+                                true_answers, seed)
+        batch_size = 64
+    train_seconds = time.perf_counter() - start
+    start = time.perf_counter()
+    ranks = compute_ranks(model, graph, split_triples(data, 'test'),
+                          true_answers, batch_size=batch_size)
+    payload = {
+        'dataset': dataset, 'model': model_name, 'seed': seed,
+        'train_seconds': train_seconds,
+        'test_seconds': time.perf_counter() - start,
+        'peak_rss_gb': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss /
+        1e6,
+        **info,
+        'test': {tie: {k: v for k, v in ranks.metrics(tie).items()
+                       if k != 'per_relation'} for tie in TIE_POLICIES},
+        'machine': machine(),
+    }
+    path = write_json(os.path.join(
+        'runs', f'{dataset}-{model_name}-seed{seed}.json'), payload)
+    m = payload['test']['realistic']
+    print(f"{dataset} {model_name} seed {seed}: test MRR {m['mrr']:.3f} "
+          f"(realistic), {payload['test']['optimistic']['mrr']:.3f} "
+          f"(optimistic); {train_seconds:.0f}s -> {path}")
+
+
+def table() -> str:
+    runs = [json.load(open(p)) for p in sorted(glob.glob(os.path.join(
+        RUNS, '*.json')))]
+    names = {**{k: v[0] for k, v in RULE_MODELS.items()},
+             **{k: v[0] for k, v in KGE_MODELS.items()}}
+    datasets = [d for d in DATASETS if any(r['dataset'] == d for r in runs)]
+    out = []
+    for tie in ('realistic', 'optimistic'):
+        out.append(f'**Filtered test metrics, {tie} ties** (mean ± std over '
+                   'seeds; H@k in %; n = number of seeds)\n')
+        out.append('| model | ' + ' | '.join(
+            f'{d} MRR | {d} H@1 | {d} H@10' for d in datasets) + ' |')
+        out.append('|---' * (1 + 3 * len(datasets)) + '|')
+        for model in ORDER:
+            cells = []
+            for d in datasets:
+                rs = [r['test'][tie] for r in runs
+                      if r['dataset'] == d and r['model'] == model]
+                if not rs:
+                    cells += ['', '', '']
+                    continue
+                for key, scale, fmt in (('mrr', 1, '.3f'),
+                                        ('hits@1', 100, '.1f'),
+                                        ('hits@10', 100, '.1f')):
+                    vals = [r[key] * scale for r in rs]
+                    std = statistics.stdev(vals) if len(vals) > 1 else 0.
+                    cells.append(f'{statistics.mean(vals):{fmt}} ± '
+                                 f'{std:{fmt}} (n={len(vals)})'
+                                 if key == 'mrr' else
+                                 f'{statistics.mean(vals):{fmt}}')
+            out.append(f'| {names[model]} | ' + ' | '.join(cells) + ' |')
+        out.append('')
+    return '\n'.join(out)
+
+
+def write_table(update_readme: bool = True):
+    text = table()
+    with open(os.path.join(RESULTS, 'table.md'), 'w') as f:
+        f.write('<!-- generated by benchmarks/reproduce.py -->\n' + text)
+    if not update_readme:
+        print(text)
+        return
+    readme = os.path.join(os.path.dirname(RESULTS), '..', 'README.md')
+    start, end = '<!-- results:start -->', '<!-- results:end -->'
+    content = open(readme).read()
+    if start in content and end in content:
+        head, rest = content.split(start, 1)
+        content = head + start + '\n' + text + '\n' + end + \
+            rest.split(end, 1)[1]
+        with open(readme, 'w') as f:
+            f.write(content)
+    print(text)
+
+
+if __name__ == '__main__':
+    parser = argparse.ArgumentParser()
+    parser.add_argument('--dataset', default='family', choices=DATASETS)
+    parser.add_argument('--model', default='degreembed',
+                        choices=ORDER + ['all', 'rules', 'kge'])
+    parser.add_argument('--seeds', type=int, nargs='+', default=[0])
+    parser.add_argument('--epochs', type=int, default=None,
+                        help='epoch budget of the rule models')
+    parser.add_argument('--table-only', action='store_true')
+    parser.add_argument('--no-readme', action='store_true',
+                        help='leave README.md alone (table.md is written)')
+    args = parser.parse_args()
+    if not args.table_only:
+        models = {'all': ORDER, 'rules': list(RULE_MODELS),
+                  'kge': list(KGE_MODELS)}.get(args.model, [args.model])
+        if args.dataset not in ('family', 'kinship', 'umls') and \
+                not os.path.isdir(os.path.join(SHARED, args.dataset)):
+            raise SystemExit(f'{args.dataset}: no folder at {SHARED}')
+        for model in models:
+            for seed in args.seeds:
+                run(args.dataset, model, seed, args.epochs)
+    write_table(update_readme=not args.no_readme)
