@@ -23,6 +23,7 @@ from torch_geometric import seed_everything
 from .checkpoint import (CheckpointError, check_kg, load_checkpoint,
                          model_from_checkpoint, save_json)
 from .datasets import load_dataset
+from .distributed import init_from_env, world
 from .evaluation import TIE_POLICIES, TrueAnswers, compute_ranks
 from .explain import explain
 from .io import KGFormatError
@@ -159,6 +160,11 @@ def _checkpoint_args(p):
 
 
 def cmd_train(args):
+    # Under torchrun (WORLD_SIZE > 1): one process per device, gloo on the
+    # CPU, NCCL on GPUs; process 0 prints and writes.
+    if init_from_env() and torch.cuda.is_available():
+        args.device = f'cuda:{torch.cuda.current_device()}'
+    rank = world()[1]
     data = load_dataset(args.dataset)
     cls, fixed = MODELS[args.model]
     config = dict(num_steps=args.steps, rank=args.rank,
@@ -169,15 +175,18 @@ def cmd_train(args):
                                                  f'{name}-{args.model}.pt')
     seed_everything(args.seed)
     model = cls(data.num_relations, **config)
-    print(f'{data.num_nodes} entities, {data.num_relations} relations, '
-          f'{data.train_edge_type.numel()} training triples; {model}')
+    if rank == 0:
+        print(f'{data.num_nodes} entities, {data.num_relations} relations, '
+              f'{data.train_edge_type.numel()} training triples; {model}')
     fit(model, data, epochs=args.epochs, batch_size=args.batch_size,
         lr=args.lr, patience=args.patience, loss=args.loss, seed=args.seed,
         device=torch.device(args.device), progress=not args.no_progress,
         checkpoint=checkpoint, resume=args.resume)
-    print(f'checkpoint: {checkpoint}')
+    json_path = args.json or os.path.splitext(checkpoint)[0] + '.json'
+    if rank == 0:
+        print(f'checkpoint: {checkpoint}')
     _report(model, data, 'test', torch.device(args.device),
-            args.json or os.path.splitext(checkpoint)[0] + '.json')
+            json_path, quiet=rank != 0)
 
 
 def cmd_evaluate(args):
@@ -300,7 +309,7 @@ def _relation(data, name: str) -> int:
                    ')')
 
 
-def _report(model, data, split, device, json_path):
+def _report(model, data, split, device, json_path, quiet=False):
     graph = _graph(data, device)
     true_answers = TrueAnswers(all_triples(data), data.num_nodes,
                                data.num_relations)
@@ -308,6 +317,8 @@ def _report(model, data, split, device, json_path):
                           true_answers)
     metrics = {tie: ranks.metrics(tie, list(data.relation_names))
                for tie in TIE_POLICIES}
+    if quiet:
+        return
     print(f'\nfiltered {split} metrics ({ranks.relation.numel()} queries, '
           'both directions)')
     print(f"{'ties':<12}{'MRR':>8}{'MR':>9}{'H@1':>8}{'H@3':>8}{'H@10':>8}")

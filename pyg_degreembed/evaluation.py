@@ -16,6 +16,8 @@ from typing import Dict, List, NamedTuple, Optional, Sequence
 import torch
 from torch import Tensor
 
+from .distributed import gather_strided, world
+
 TIE_POLICIES = ('optimistic', 'pessimistic', 'realistic')
 HITS_AT = (1, 3, 10)
 
@@ -157,7 +159,11 @@ class Ranks(NamedTuple):
 @torch.no_grad()
 def compute_ranks(model, graph, triples: Tensor, true_answers: TrueAnswers,
                   batch_size: int = 256) -> Ranks:
-    r"""Filtered ranks of a model on triples, both directions pooled.
+    r"""Filtered ranks of a model on triples, both directions pooled (all
+    tail queries, then all head queries, in the order of :obj:`triples`).
+
+    In a :mod:`torch.distributed` job every process ranks a share of the
+    triples and all processes receive all ranks.
 
     Args:
         model (torch.nn.Module): Maps :obj:`(graph, head, relation)` to
@@ -167,6 +173,25 @@ def compute_ranks(model, graph, triples: Tensor, true_answers: TrueAnswers,
         true_answers (TrueAnswers): All known true triples, for filtering.
         batch_size (int, optional): Queries per batch. (default: :obj:`256`)
     """
+    num_processes, rank = world()
+    local = _local_ranks(model, graph, triples[:, rank::num_processes],
+                         true_answers, batch_size)
+    if num_processes > 1:
+        parts = [None] * num_processes
+        torch.distributed.all_gather_object(parts, local)
+        # Each part holds [tail queries; head queries] of its triples.
+        local = {
+            tie: torch.cat([
+                gather_strided([p[tie].view(2, -1)[d] for p in parts],
+                               num_processes) for d in range(2)
+            ]) for tie in TIE_POLICIES
+        }
+    n = triples.size(1)
+    return Ranks(local, relation=torch.cat([triples[1], triples[1]]).cpu(),
+                 direction=torch.cat([torch.zeros(n), torch.ones(n)]).long())
+
+
+def _local_ranks(model, graph, triples, true_answers, batch_size):
     R = true_answers.num_edge_types // 2
     device = graph.device
     head, relation, answer = (t.to(device)
@@ -184,11 +209,8 @@ def compute_ranks(model, graph, triples: Tensor, true_answers: TrueAnswers,
         for tie in TIE_POLICIES:
             parts[tie].append(ranks[tie].cpu())
     model.train(was_training)
-    n = triples.size(1)
-    return Ranks({tie: torch.cat(v) if v else torch.empty(0)
-                  for tie, v in parts.items()},
-                 relation=torch.cat([triples[1], triples[1]]).cpu(),
-                 direction=torch.cat([torch.zeros(n), torch.ones(n)]).long())
+    return {tie: torch.cat(v) if v else torch.empty(0, dtype=torch.double)
+            for tie, v in parts.items()}
 
 
 def evaluate(model, graph, triples: Tensor, true_answers: TrueAnswers,

@@ -12,6 +12,8 @@ from tqdm.auto import tqdm
 from .version import __version__
 from .checkpoint import (FORMAT, CheckpointError, check_kg, load_checkpoint,
                          save_checkpoint)
+from .distributed import (all_reduce_gradients, all_reduce_sum,
+                          broadcast_parameters, world)
 from .evaluation import TrueAnswers, both_directions, compute_ranks
 from .kg import all_triples, split_triples
 from .typed_graph import TypedGraph
@@ -100,6 +102,10 @@ def fit(
     CPU, two runs give bit-identical weights and metrics, and so does a run
     interrupted and resumed from its checkpoint.
 
+    In a :mod:`torch.distributed` job (see :mod:`pyg_degreembed.distributed`)
+    the global batches are split between the processes, gradients summed,
+    validation sharded, and only process 0 logs and writes checkpoints.
+
     Args:
         model (torch.nn.Module): A :class:`~pyg_degreembed.RuleReasoner` or
             :class:`~pyg_degreembed.DegreEmbedReasoner`.
@@ -154,6 +160,8 @@ def fit(
                     patience=patience, clip_norm=clip_norm, loss=loss,
                     seed=seed)
 
+    num_processes, rank = world()
+    broadcast_parameters(model)
     result = FitResult()
     best_state = _copy_state(model)
     first_epoch = 1
@@ -177,7 +185,7 @@ def fit(
         first_epoch = state['epoch'] + 1
         if state['stopped']:
             first_epoch = epochs + 1
-        if log is not None:
+        if log is not None and rank == 0:
             log(f'resumed from {checkpoint} after epoch {state["epoch"]}')
 
     for epoch in range(first_epoch, epochs + 1):
@@ -188,23 +196,32 @@ def fit(
         batches = perm.split(batch_size)
         for step, index in enumerate(
                 tqdm(batches, desc=f'epoch {epoch}', leave=False,
-                     disable=None if progress else True), start=1):
-            h, q, t = head[index], relation[index], tail[index]
-            if loss == 'nll':  # only the answers' scores are needed
-                batch_loss = nll_loss(model.score(graph, h, q, t), model.eps)
-            else:
-                batch_loss = rule_loss(model(graph, h, q, remove_tail=t), t,
-                                       loss, model.eps)
+                     disable=None if progress and rank == 0 else True),
+                start=1):
+            # With several processes, each takes a share of the global
+            # batch; its loss is scaled so that the summed gradients equal
+            # the gradient of the global batch's mean loss.
+            share = index[rank::num_processes]
+            h, q, t = head[share], relation[share], tail[share]
             optimizer.zero_grad()
-            batch_loss.backward()
+            if share.numel() > 0:
+                if loss == 'nll':  # only the answers' scores are needed
+                    batch_loss = nll_loss(model.score(graph, h, q, t),
+                                          model.eps)
+                else:
+                    batch_loss = rule_loss(model(graph, h, q, remove_tail=t),
+                                           t, loss, model.eps)
+                (batch_loss * (share.numel() / index.numel())).backward()
+                total += float(batch_loss.detach()) * share.numel()
+            all_reduce_gradients(model)
             if clip_norm is not None:
                 torch.nn.utils.clip_grad_norm_(model.parameters(), clip_norm)
             optimizer.step()
-            total += float(batch_loss.detach()) * index.numel()
             count += index.numel()
             if callback is not None:
                 callback(epoch, step)
         seconds = time.perf_counter() - start
+        total = all_reduce_sum(total, device)
 
         valid_mrr = compute_ranks(model, graph, valid, true_answers,
                                   eval_batch_size).metrics()['mrr']
@@ -214,12 +231,12 @@ def fit(
         if improved:
             result.best_epoch, result.best_valid_mrr = epoch, valid_mrr
             best_state = _copy_state(model)
-        if log is not None:
+        if log is not None and rank == 0:
             log(f'epoch {epoch:3d}  loss {total / count:.4f}  '
                 f'time {seconds:6.2f}s  valid MRR {valid_mrr:.4f}'
                 f'{"  *" if improved else ""}')
         stop = epoch - result.best_epoch >= patience
-        if checkpoint is not None:
+        if checkpoint is not None and rank == 0:
             save_checkpoint(checkpoint, {
                 'format': FORMAT,
                 'library_version': __version__,

@@ -1,0 +1,79 @@
+r"""Multi-process training and evaluation on :mod:`torch.distributed`.
+
+Launch one process per device, e.g. :obj:`torchrun --nproc_per_node=2 -m
+pyg_degreembed.cli train ...`; :func:`~pyg_degreembed.fit` and
+:func:`~pyg_degreembed.compute_ranks` notice an initialised process group:
+
+* every global batch (the same shuffled order on every process) is split
+  between the processes; each computes the loss of its share divided by the
+  global batch size, and the gradients are summed with :func:`all_reduce`,
+  so the update equals the single-process one for the same global batch;
+* evaluation triples are split between the processes and the ranks gathered
+  in the single-process order;
+* checkpoints are written by process 0 only.
+"""
+from typing import Tuple
+
+import torch
+import torch.distributed as dist
+
+
+def world() -> Tuple[int, int]:
+    r"""(number of processes, this process's rank); :obj:`(1, 0)` without an
+    initialised process group."""
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_world_size(), dist.get_rank()
+    return 1, 0
+
+
+def init_from_env() -> bool:
+    r"""Initialises the process group when launched by :obj:`torchrun`
+    (:obj:`WORLD_SIZE > 1`): NCCL when CUDA is available, else gloo.
+    Returns whether it did."""
+    import os
+    if int(os.environ.get('WORLD_SIZE', '1')) <= 1 or dist.is_initialized():
+        return False
+    backend = 'nccl' if torch.cuda.is_available() else 'gloo'
+    dist.init_process_group(backend)
+    if backend == 'nccl':
+        torch.cuda.set_device(int(os.environ.get('LOCAL_RANK', '0')))
+    return True
+
+
+def broadcast_parameters(module: torch.nn.Module):
+    r"""Makes every process start from process 0's weights."""
+    if world()[0] > 1:
+        for tensor in module.state_dict().values():
+            dist.broadcast(tensor, src=0)
+
+
+def all_reduce_gradients(module: torch.nn.Module):
+    r"""Sums the gradients over the processes (missing gradients count as
+    zero, so that every process takes part in every reduction)."""
+    if world()[0] == 1:
+        return
+    for param in module.parameters():
+        if not param.requires_grad:
+            continue
+        if param.grad is None:
+            param.grad = torch.zeros_like(param)
+        dist.all_reduce(param.grad)
+
+
+def all_reduce_sum(value: float, device) -> float:
+    r"""The sum of a number over the processes."""
+    if world()[0] == 1:
+        return value
+    tensor = torch.tensor([value], dtype=torch.double, device=device)
+    dist.all_reduce(tensor)
+    return float(tensor)
+
+
+def gather_strided(parts, num_processes: int):
+    r"""Undoes a strided split :obj:`x[rank::num_processes]` of a 1-D tensor
+    given the parts of every rank (in rank order)."""
+    total = sum(p.numel() for p in parts)
+    out = parts[0].new_empty(total)
+    for rank, part in enumerate(parts):
+        out[rank::num_processes] = part
+    return out
