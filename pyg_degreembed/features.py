@@ -121,8 +121,16 @@ def degree_sets(edge_index: Tensor, edge_type: Tensor, num_nodes: int,
 
     :rtype: :class:`DegreeSets`
     """
+    return degree_sets_of_pairs(
+        source_type_pairs(edge_index, edge_type, num_edge_types), num_nodes,
+        num_edge_types)
+
+
+def degree_sets_of_pairs(pairs: Tensor, num_nodes: int,
+                         num_edge_types: int) -> DegreeSets:
+    r""":func:`degree_sets` from the sorted unique pairs of
+    :func:`source_type_pairs`."""
     K = num_edge_types
-    pairs = source_type_pairs(edge_index, edge_type, K)
     src, typ = pairs // K, pairs % K
     lengths = degree(src, num_nodes, dtype=torch.long)
     position = torch.arange(pairs.numel(), device=pairs.device)

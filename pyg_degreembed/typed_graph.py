@@ -6,7 +6,7 @@ import torch
 from torch import Tensor
 from torch_geometric.utils import cumsum, degree
 
-from .features import degree_sets, source_type_pairs
+from .features import degree_sets_of_pairs, source_type_pairs
 
 
 class _ConstantSparseMatmul(torch.autograd.Function):
@@ -49,6 +49,26 @@ class Signals(NamedTuple):
         index = x.detach().nonzero().view(-1)
         return cls(index // num_columns, index % num_columns,
                    x.index_select(0, index), num_columns)
+
+    # Up to this many (node, column) cells, contributions are summed in a
+    # dense accumulator; above it, by sorting their keys, so that memory and
+    # time follow the number of contributions, not N * C.
+    DENSE_LIMIT = 1 << 24
+
+    @classmethod
+    def from_contributions(cls, index: Tensor, value: Tensor,
+                           num_nodes: int, num_columns: int) -> 'Signals':
+        r"""Sums contributions :obj:`value` to the cells :obj:`index = node
+        * C + column` and keeps the non-zero sums."""
+        if num_nodes * num_columns <= cls.DENSE_LIMIT:
+            out = value.new_zeros(num_nodes * num_columns)
+            return cls.from_flat(out.index_add(0, index, value), num_columns)
+        key, inverse = torch.unique(index, return_inverse=True)
+        total = value.new_zeros(key.numel()).index_add(0, inverse, value)
+        keep = (total.detach() != 0).nonzero().view(-1)
+        key = key[keep]
+        return cls(key // num_columns, key % num_columns,
+                   total.index_select(0, keep), num_columns)
 
     @classmethod
     def one_hot(cls, node: Tensor, value: Tensor) -> 'Signals':
@@ -111,8 +131,9 @@ class TypedGraph:
                 'pair_count', 'in_perm', 'in_ptr')
 
     # "auto" takes the sparse hop while it expands fewer than this many
-    # entries per dense (edge x signal) entry; measured on Family and UMLS
-    # (benchmarks/speed.py).
+    # elements per (edge, signal) pair of the dense hop.  Set by hand from
+    # the per-hop timings on Family (sparse about 10x faster from a one-hot
+    # start); not tuned further.
     SPARSE_THRESHOLD = 0.3
 
     def __init__(self, edge_index: Tensor, edge_type: Tensor, num_nodes: int,
@@ -148,7 +169,7 @@ class TypedGraph:
             warnings.simplefilter('ignore', UserWarning)
             self.mat = coo.to_sparse_csr()
             self.mat_t = coo.t().coalesce().to_sparse_csr()
-        self.degree = degree_sets(edge_index, edge_type, N, K)
+        self.degree = degree_sets_of_pairs(pairs, N, K)
         # For hops that only need some targets and the column totals:
         # pairs by source with their edge counts, and edges by target.
         self.pair_ptr = cumsum(degree(self.pair_src, N, dtype=torch.long))
@@ -237,16 +258,21 @@ class TypedGraph:
         C = x.num_columns
         out_deg = self.node_ptr[x.node + 1] - self.node_ptr[x.node]
         work = int(out_deg.sum())
+        stay = None
+        if self_weight is not None:
+            stay = x.value * self_weight.index_select(0, x.column)
         if mode == 'sparse' or (mode == 'auto' and work < (
                 self.SPARSE_THRESHOLD * self.num_edges * C)):
-            out = self._sparse_hop(x, type_weight, rho, removed, out_deg,
-                                   work)
-        else:
-            out = self._dense_hop(x, type_weight, rho, removed)
-        if self_weight is not None:
-            out = out.index_add(0, x.node * C + x.column,
-                                x.value * self_weight.index_select(
-                                    0, x.column))
+            index, value = self._sparse_hop(x, type_weight, rho, removed,
+                                            out_deg, work)
+            if stay is not None:
+                index = torch.cat([index, x.node * C + x.column])
+                value = torch.cat([value, stay])
+            return Signals.from_contributions(index, value, self.num_nodes,
+                                              C)
+        out = self._dense_hop(x, type_weight, rho, removed)
+        if stay is not None:
+            out = out.index_add(0, x.node * C + x.column, stay)
         return Signals.from_flat(out, C)
 
     def propagate_at(
@@ -364,7 +390,9 @@ class TypedGraph:
         return out
 
     def _sparse_hop(self, x: Signals, type_weight, rho, removed, out_deg,
-                    work) -> Tensor:
+                    work) -> Tuple[Tensor, Tensor]:
+        # The contributions (cell node * C + column, value) of every entry
+        # travelling along every out-edge of its node.
         C = x.num_columns
         device = x.value.device
         # Expand every entry (i, c) along the out-edges of i: element m of
@@ -388,8 +416,7 @@ class TypedGraph:
             left_out = self._left_out(x, removed, first, work)
             if left_out is not None:
                 value = torch.where(left_out, 0., value)
-        index = self.edge_dst.index_select(0, edge) * C + col
-        return value.new_zeros(self.num_nodes * C).index_add(0, index, value)
+        return self.edge_dst.index_select(0, edge) * C + col, value
 
     def _left_out(self, x: Signals, removed, first: Tensor,
                   work: int) -> Optional[Tensor]:

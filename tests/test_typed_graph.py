@@ -120,3 +120,18 @@ def test_bad_graph_input_is_rejected():
     with pytest.raises(ValueError, match="'mode'"):
         graph.propagate(Signals.one_hot(torch.tensor([0]), torch.ones(1)),
                         torch.ones(2, 1), mode='fast')
+
+
+def test_sorted_accumulation_equals_dense_accumulation(random_graph,
+                                                       monkeypatch):
+    graph = TypedGraph(*random_graph)
+    N, K, C = 12, 8, 5
+    x = Signals.from_flat(random_signals(N, C, 0.3).view(-1), C)
+    a = torch.rand(K, C, dtype=torch.double)
+    s = torch.rand(C, dtype=torch.double)
+    dense = graph.propagate(x, a, None, s, mode='sparse')
+    monkeypatch.setattr(Signals, 'DENSE_LIMIT', 0)
+    compact = graph.propagate(x, a, None, s, mode='sparse')
+    assert torch.equal(compact.node, dense.node)
+    assert torch.equal(compact.column, dense.column)
+    assert torch.allclose(compact.value, dense.value)

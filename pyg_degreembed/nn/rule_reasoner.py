@@ -287,6 +287,8 @@ class DegreEmbedReasoner(RuleReasoner):
 
     def reset_parameters(self):
         super().reset_parameters()
+        # RuleReasoner.__init__ calls this before the layer exists (and the
+        # layer initialises itself).
         if hasattr(self, 'degree_embedding'):
             self.degree_embedding.reset_parameters()
 
