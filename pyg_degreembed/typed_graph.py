@@ -350,12 +350,7 @@ class TypedGraph:
                       (edge.unsqueeze(-1) < hi)).any(dim=-1)
             arriving = torch.where(inside, 0., arriving)
             # ... and the left-out edges leave the totals (once each).
-            lo, order = torch.sort(removed[0], dim=1)
-            hi = removed[1].gather(1, order)
-            present = hi > lo
-            present[:, 1:] &= lo[:, 1:] != lo[:, :-1]
-            col_r = columns.view(-1, 1).expand_as(lo)[present]
-            lo, hi = lo[present], hi[present]
+            col_r, lo, hi = _distinct_ranges(removed)
             src_r, typ_r = self.edge_src[lo], self.edge_type[lo]
             total = total.index_add(
                 0, col_r, -lookup(src_r, col_r) *
@@ -374,14 +369,7 @@ class TypedGraph:
         out = _ConstantSparseMatmul.apply(self.mat, self.mat_t, y).view(-1)
         if removed is not None:
             # Subtract the contribution of each left-out edge (all copies).
-            # Ranges are runs of equal edges: equal or disjoint.  An edge
-            # named twice for one signal is left out once.
-            lo, order = torch.sort(removed[0], dim=1)
-            hi = removed[1].gather(1, order)
-            col = torch.arange(C, device=lo.device).view(-1, 1).expand_as(lo)
-            present = hi > lo
-            present[:, 1:] &= lo[:, 1:] != lo[:, :-1]
-            lo, hi, col = lo[present], hi[present], col[present]
+            col, lo, hi = _distinct_ranges(removed)
             src, typ = self.edge_src[lo], self.edge_type[lo]
             contrib = dense[src, col] * type_weight[typ, col] * (hi - lo)
             if rho is not None:
@@ -448,6 +436,18 @@ class TypedGraph:
                 f'num_edges={self.num_edges}, '
                 f'num_edge_types={self.num_edge_types}, '
                 f'num_pairs={self.num_pairs})')
+
+
+def _distinct_ranges(removed: Tuple[Tensor, Tensor]):
+    r"""The non-empty left-out edge ranges as (column, lo, hi), each range
+    once per column.  Ranges are runs of equal edges, so two ranges are
+    equal or disjoint; an edge named twice for one signal counts once."""
+    lo, order = torch.sort(removed[0], dim=1)
+    hi = removed[1].gather(1, order)
+    col = torch.arange(lo.size(0), device=lo.device).view(-1, 1).expand_as(lo)
+    present = hi > lo
+    present[:, 1:] &= lo[:, 1:] != lo[:, :-1]
+    return col[present], lo[present], hi[present]
 
 
 def _check_graph(edge_index: Tensor, edge_type: Tensor, num_nodes: int,
