@@ -113,14 +113,14 @@ def plot(rows):
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.6))
-    for mode, marker in (('sparse', 'o'), ('dense', 's')):
+    for mode, marker in (('sparse', 'o'), ('dense', 's')):  # sparse = frontier
         got = [r for r in rows if r['mode'] == mode and 'seconds_per_batch'
                in r]
         if not got:
             continue
         n = [r['num_nodes'] for r in got]
         axes[0].plot(n, [r['seconds_per_batch'] for r in got], marker=marker,
-                     label=f'{mode} (frontier)' if mode == 'sparse' else mode)
+                     label=mode)
         axes[1].plot(n, [r['peak_rss_gb'] for r in got], marker=marker,
                      label=mode)
     for ax, label in zip(axes, ('seconds per training batch',
