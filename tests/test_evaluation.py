@@ -96,3 +96,16 @@ def test_compute_ranks_filters_both_directions(toy_kg, random_typed_graph):
     assert ranks.ranks['pessimistic'].tolist() == [1.] * (2 * n)
     assert ranks.direction.tolist() == [0] * n + [1] * n
     assert ranks.relation.tolist() == train[1].tolist() * 2
+
+
+def test_evaluate_returns_metrics_dict(toy_kg, random_typed_graph):
+    from pyg_degreembed import evaluate
+    from pyg_degreembed.kg import all_triples, split_triples
+    true_answers = TrueAnswers(all_triples(toy_kg), 6, 3)
+    m = evaluate(Oracle(true_answers), random_typed_graph,
+                 split_triples(toy_kg, 'train'), true_answers,
+                 relation_names=['parent', 'sibling', 'spouse'])
+    assert m['tie'] == 'realistic' and m['mrr'] == 1.0
+    assert m['num_queries'] == 2 * toy_kg.train_edge_type.numel()
+    assert set(m['per_relation']) == {'parent', 'sibling', 'spouse'}
+    assert {'mr', 'hits@1', 'hits@3', 'hits@10'} <= set(m)
