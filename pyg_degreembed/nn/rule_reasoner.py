@@ -106,6 +106,9 @@ class RuleReasoner(Module):
         out = torch.stack([lstm(x)[0] for lstm in self.controllers], dim=1)
         return torch.softmax(self.attention(out), dim=-1)[index]
 
+    #: Whether :meth:`edge_weight` returns weights (else all edges weigh 1).
+    has_edge_weight = False
+
     def edge_weight(self, graph: TypedGraph,
                     nodes: Optional[Tensor] = None) -> Optional[Tensor]:
         r"""The per-source weight :math:`\rho` of every edge type, shape
@@ -182,9 +185,11 @@ class RuleReasoner(Module):
         C = head.numel() * T
         attention = self.operator_attention(relation)  # [B, T, L, K + 1]
         # Only entities within L - 1 hops of a head can send a signal.
-        sources = graph.neighborhood(head, self.num_steps - 1)
-        rho = self.edge_weight(
-            graph, sources if sources.numel() < graph.num_nodes else None)
+        rho = None
+        if self.has_edge_weight:
+            sources = graph.neighborhood(head, self.num_steps - 1)
+            rho = self.edge_weight(
+                graph, sources if sources.numel() < graph.num_nodes else None)
 
         # Column c = b * T + j holds query b at rank j.
         x = Signals.one_hot(head.repeat_interleave(T),
@@ -291,6 +296,8 @@ class DegreEmbedReasoner(RuleReasoner):
         # layer initialises itself).
         if hasattr(self, 'degree_embedding'):
             self.degree_embedding.reset_parameters()
+
+    has_edge_weight = True
 
     def edge_weight(self, graph: TypedGraph,
                     nodes: Optional[Tensor] = None) -> Tensor:
