@@ -2,6 +2,7 @@ import torch
 from torch.nn.utils.rnn import pack_padded_sequence
 
 from pyg_degreembed import DegreeEmbedding, DegreEmbedReasoner, TypedGraph
+from pyg_degreembed.features import degree_sets
 from pyg_degreembed.training import rule_loss
 
 
@@ -20,6 +21,31 @@ def test_trie_lstm_equals_packed_nn_lstm(toy_kg):
     _, (h_n, _) = layer.lstm(packed)
     expected = torch.cat([h_n[0], h_n[1]], dim=-1)
     assert torch.allclose(layer.embed_sets(degree), expected, atol=1e-6)
+
+
+def test_trie_lstm_gradients_equal_packed_nn_lstm_gradients():
+    # Many sets sharing prefixes and suffixes, some sets requested twice.
+    torch.manual_seed(0)
+    types = torch.rand(60, 7) < 0.4
+    types[:, 0] |= ~types.any(-1)
+    edge_source, edge_type = types.nonzero().t()
+    degree = degree_sets(torch.stack([edge_source, edge_source]), edge_type,
+                         60, 7)
+    sets = torch.tensor([3, 1, 3, 0, 5, degree.tokens.size(0) - 1])
+    layer = DegreeEmbedding(7, embedding_dim=6, hidden_channels=4).double()
+    weight = torch.randn(len(sets), 8, dtype=torch.double)
+    (layer.embed_sets(degree, sets) * weight).sum().backward()
+    grads = {n: p.grad.clone() for n, p in layer.named_parameters()
+             if not n.startswith('lin')}  # lin is not used by embed_sets
+    layer.zero_grad()
+    packed = pack_padded_sequence(layer.embedding(degree.tokens[sets]),
+                                  degree.lengths[sets], batch_first=True,
+                                  enforce_sorted=False)
+    _, (h_n, _) = layer.lstm(packed)
+    (torch.cat([h_n[0], h_n[1]], dim=-1) * weight).sum().backward()
+    for name, param in layer.named_parameters():
+        if name in grads:
+            assert torch.allclose(grads[name], param.grad, atol=1e-10), name
 
 
 def test_rho_is_a_distribution_per_entity_and_shared_per_set(toy_kg):

@@ -5,6 +5,7 @@ from torch import Tensor
 from torch.nn import LSTM, Embedding, Linear, Module
 
 from ..features import DegreeSets, PrefixTrie
+from .trie_lstm import TrieLSTM
 
 
 class DegreeEmbedding(Module):
@@ -90,47 +91,10 @@ class DegreeEmbedding(Module):
             sets = torch.arange(degree.tokens.size(0),
                                 device=degree.tokens.device)
         tries = (degree.forward_trie, degree.backward_trie)
-        weights = [self._direction_weights(suffix)
-                   for suffix in ('', '_reverse')]
-        levels, positions = zip(*[_needed_levels(trie, sets)
-                                  for trie in tries])
-        hidden = self.hidden_channels
-        # Both directions advance together, level by level: the rows of
-        # `h` and `c` are [forward nodes of the level; backward nodes].
-        states = ([], [])
-        h = c = None
-        offsets = [0, 0]  # rows of the previous level's first node
-        for level in range(len(levels[0])):
-            nodes = [levels[d][level] for d in range(2)]
-            n_forward = nodes[0].numel()
-            gates = torch.cat([
-                weights[d][0].index_select(0, tries[d].token[nodes[d]])
-                for d in range(2)
-            ])
-            if level > 0:
-                parent = torch.cat([
-                    positions[0][tries[0].parent[nodes[0]]] - offsets[0],
-                    positions[1][tries[1].parent[nodes[1]]] - offsets[1] +
-                    levels[0][level - 1].numel()
-                ])
-                offsets = [offsets[d] + levels[d][level - 1].numel()
-                           for d in range(2)]
-                h, c = h.index_select(0, parent), c.index_select(0, parent)
-                gates = gates + torch.cat([
-                    h[:n_forward] @ weights[0][1].t(),
-                    h[n_forward:] @ weights[1][1].t()
-                ])
-            act = gates.sigmoid()
-            i, f, o = (act[:, :hidden], act[:, hidden:2 * hidden],
-                       act[:, 3 * hidden:])
-            g = gates[:, 2 * hidden:3 * hidden].tanh()
-            c = i * g if level == 0 else f * c + i * g
-            h = o * c.tanh()
-            states[0].append(h[:n_forward])
-            states[1].append(h[n_forward:])
         return torch.cat([
-            torch.cat(states[d]).index_select(
-                0, positions[d][tries[d].leaf[sets]]) for d in range(2)
+            TrieLSTM.apply(*self._direction_weights(suffix),
+                           *_needed_nodes(trie, sets))
+            for trie, suffix in zip(tries, ('', '_reverse'))
         ], dim=-1)
 
     def _direction_weights(self, suffix: str):
@@ -176,10 +140,10 @@ class DegreeEmbedding(Module):
                 f'hidden_channels={self.hidden_channels})')
 
 
-def _needed_levels(trie: PrefixTrie, sets: Tensor):
-    r"""The trie nodes that lead to the sequences :obj:`sets`, level by
-    level, and for every node its row among all needed nodes in level order
-    (:obj:`-1` where not needed)."""
+def _needed_nodes(trie: PrefixTrie, sets: Tensor):
+    r"""The trie nodes that lead to the sequences :obj:`sets`, in level
+    order, as the arguments :obj:`token, parent, level_ptr, out_rows` of
+    :class:`TrieLSTM`."""
     ptr = trie.level_ptr.tolist()
     needed = torch.zeros(trie.token.numel(), dtype=torch.bool,
                          device=sets.device)
@@ -187,15 +151,10 @@ def _needed_levels(trie: PrefixTrie, sets: Tensor):
     for level in range(len(ptr) - 2, 0, -1):  # mark the ancestors
         lo, hi = ptr[level], ptr[level + 1]
         needed[trie.parent[lo:hi][needed[lo:hi]]] = True
-    levels = []
-    position = torch.full_like(trie.token, -1)
-    offset = 0
-    for level in range(len(ptr) - 1):
-        lo, hi = ptr[level], ptr[level + 1]
-        nodes = needed[lo:hi].nonzero().view(-1) + lo
-        position[nodes] = torch.arange(offset, offset + nodes.numel(),
-                                       device=nodes.device)
-        offset += nodes.numel()
-        levels.append(nodes)
-    return levels, position
-
+    # Trie nodes are stored in level order already.
+    nodes = needed.nonzero().view(-1)
+    row = torch.full_like(trie.token, -1)
+    row[nodes] = torch.arange(nodes.numel(), device=nodes.device)
+    level_ptr = torch.searchsorted(nodes, trie.level_ptr).tolist()
+    parent = row[trie.parent[nodes].clamp(min=0)]
+    return trie.token[nodes], parent, level_ptr, row[trie.leaf[sets]]
