@@ -8,6 +8,7 @@ from .features import DegreeSets, degree_sets
 from .io import KGFormatError, load_neural_lp
 from .nn import DegreeEmbedding, DegreEmbedReasoner, RuleReasoner
 from .rules import Rule, extract_rules
+from .runtime import retain_freed_memory
 from .training import FitResult, fit, rule_loss
 from .typed_graph import Signals, TypedGraph
 from .version import __version__
@@ -18,5 +19,6 @@ __all__ = [
     'KGFormatError', 'KGBenchmark', 'bundled_path', 'from_edge_index',
     'from_hetero_data', 'to_hetero_data', 'TrueAnswers', 'Ranks',
     'filtered_ranks', 'compute_ranks', 'evaluate', 'fit', 'FitResult',
-    'rule_loss', 'Rule', 'extract_rules', '__version__'
+    'rule_loss', 'Rule', 'extract_rules', 'retain_freed_memory',
+    '__version__'
 ]

@@ -29,6 +29,7 @@ from .explain import explain
 from .io import KGFormatError
 from .kg import all_triples, relation_name, split_triples
 from .nn import DegreEmbedReasoner, RuleReasoner
+from .runtime import retain_freed_memory
 from .saturation import saturation, saturation_table
 from .training import fit
 from .typed_graph import TypedGraph
@@ -47,6 +48,7 @@ class CLIError(Exception):
 def main(argv: Optional[List[str]] = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    retain_freed_memory()
     try:
         args.handler(args)
     except (CLIError, CheckpointError, KGFormatError, FileNotFoundError,

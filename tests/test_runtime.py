@@ -1,0 +1,32 @@
+import platform
+import subprocess
+import sys
+
+import pytest
+
+# Allocates and frees 256 MB, then reports how much of it stayed resident.
+SCRIPT = '''
+import sys, torch
+from pyg_degreembed import retain_freed_memory
+if sys.argv[1] == 'retain':
+    assert retain_freed_memory()
+def rss():
+    with open('/proc/self/statm') as f:
+        return int(f.read().split()[1]) * 4096
+before = rss()
+x = torch.ones(64 * 2**20)
+del x
+print((rss() - before) / 2**20)
+'''
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != 'glibc',
+                    reason='mallopt is glibc')
+def test_retain_freed_memory_keeps_freed_blocks_resident():
+    def kept(mode):
+        out = subprocess.run([sys.executable, '-c', SCRIPT, mode],
+                             capture_output=True, text=True, check=True)
+        return float(out.stdout)
+
+    assert kept('default') < 64  # handed back to the system on free
+    assert kept('retain') > 192  # kept for the next allocation
