@@ -2,15 +2,23 @@
 result files."""
 import os
 import platform
+import statistics
 import subprocess
 import sys
+import time
 
 import torch
 import torch_geometric
 
+from pyg_degreembed import TrueAnswers, TypedGraph, compute_ranks, fit
 from pyg_degreembed.checkpoint import save_json
+from pyg_degreembed.datasets import BUNDLED, load_dataset
+from pyg_degreembed.evaluation import TIE_POLICIES
+from pyg_degreembed.kg import all_triples, split_triples
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'results')
+SHARED = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..',
+                      'shared', 'datasets')
 
 
 def machine() -> dict:
@@ -52,3 +60,46 @@ def write_json(name: str, payload: dict) -> str:
     path = os.path.join(RESULTS, name)
     save_json(path, payload)
     return path
+
+
+def load_benchmark(name: str):
+    r"""A bundled dataset by name, or a folder of :obj:`../shared/datasets`;
+    returns the KG, its observed graph and the filter of known answers."""
+    folder = name if name in BUNDLED else os.path.join(SHARED, name)
+    if not os.path.isdir(folder) and name not in BUNDLED:
+        raise SystemExit(f'{name}: no folder at {os.path.normpath(SHARED)}')
+    data = load_dataset(folder)
+    graph = TypedGraph(data.edge_index, data.edge_type, data.num_nodes,
+                       2 * data.num_relations)
+    true_answers = TrueAnswers(all_triples(data), data.num_nodes,
+                               data.num_relations)
+    return data, graph, true_answers
+
+
+def test_metrics(ranks) -> dict:
+    r"""Overall test metrics under every tie policy."""
+    return {tie: {k: v for k, v in ranks.metrics(tie).items()
+                  if k != 'per_relation'} for tie in TIE_POLICIES}
+
+
+def fit_and_test(model, data, graph, true_answers, epochs: int,
+                 seed: int) -> dict:
+    r"""Trains a rule reasoner with :func:`pyg_degreembed.fit` (the paper's
+    settings, early stopping on validation) and ranks the test triples with
+    the weights that were best on validation."""
+    start = time.perf_counter()
+    result = fit(model, data, epochs=epochs, patience=3, seed=seed,
+                 progress=False)
+    train_seconds = time.perf_counter() - start
+    start = time.perf_counter()
+    ranks = compute_ranks(model, graph, split_triples(data, 'test'),
+                          true_answers, batch_size=256)
+    return {'epochs': len(result.history),
+            'best_epoch': result.best_epoch,
+            'best_valid_mrr': result.best_valid_mrr,
+            'seconds_per_epoch': statistics.mean(
+                h['seconds'] for h in result.history),
+            'history': result.history,
+            'train_seconds': train_seconds,
+            'test_seconds': time.perf_counter() - start,
+            'test': test_metrics(ranks)}

@@ -20,7 +20,8 @@ import torch
 from torch_geometric import seed_everything
 
 from common import machine, write_json
-from pyg_degreembed import DegreEmbedReasoner, RuleReasoner, TypedGraph
+from pyg_degreembed import (DegreEmbedReasoner, RuleReasoner, TypedGraph,
+                            retain_freed_memory)
 from pyg_degreembed.datasets import load_dataset
 from pyg_degreembed.evaluation import both_directions
 from pyg_degreembed.kg import split_triples
@@ -33,6 +34,7 @@ parser.add_argument('--batches', type=int, default=0,
                     help='time this many batches and extrapolate')
 parser.add_argument('--mode', default='auto')
 args = parser.parse_args()
+retain_freed_memory()
 
 data = load_dataset(args.dataset)
 name = os.path.basename(os.path.normpath(args.dataset))

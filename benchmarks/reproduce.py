@@ -32,12 +32,12 @@ import torch
 from torch_geometric import seed_everything
 from torch_geometric.nn.kge import ComplEx, DistMult, RotatE, TransE
 
-from common import RESULTS, machine, write_json
-from pyg_degreembed import (DegreEmbedReasoner, RuleReasoner, TrueAnswers,
-                            TypedGraph, compute_ranks, fit)
-from pyg_degreembed.datasets import load_dataset
-from pyg_degreembed.evaluation import TIE_POLICIES
-from pyg_degreembed.kg import GRAPH_SPLITS, all_triples, split_triples
+from common import (RESULTS, SHARED, fit_and_test, load_benchmark, machine,
+                    test_metrics, write_json)
+from pyg_degreembed import (DegreEmbedReasoner, RuleReasoner, compute_ranks,
+                            retain_freed_memory)
+from pyg_degreembed.datasets import BUNDLED
+from pyg_degreembed.kg import GRAPH_SPLITS, split_triples
 
 RULE_MODELS = {
     'degreembed': ('DegreEmbed', DegreEmbedReasoner, {}),
@@ -52,8 +52,6 @@ KGE_MODELS = {
 }
 ORDER = list(RULE_MODELS) + list(KGE_MODELS)
 DATASETS = ['family', 'kinship', 'umls', 'wn18', 'fb15k-237']
-SHARED = os.path.join(os.path.dirname(__file__), '..', '..', 'shared',
-                      'datasets')
 # Epoch budgets (early stopping usually ends sooner).
 RULE_EPOCHS = {'family': 15, 'kinship': 40, 'umls': 40, 'wn18': 5,
                'fb15k-237': 3}
@@ -112,44 +110,29 @@ def train_kge(cls, data, graph, true_answers, seed, max_epochs=400,
 
 
 def run(dataset, model_name, seed, epochs=None):
-    folder = dataset if dataset in ('family', 'kinship', 'umls') else \
-        os.path.join(SHARED, dataset)
-    data = load_dataset(folder)
-    graph = TypedGraph(data.edge_index, data.edge_type, data.num_nodes,
-                       2 * data.num_relations)
-    true_answers = TrueAnswers(all_triples(data), data.num_nodes,
-                               data.num_relations)
-    start = time.perf_counter()
+    data, graph, true_answers = load_benchmark(dataset)
     if model_name in RULE_MODELS:
         _, cls, fixed = RULE_MODELS[model_name]
         seed_everything(seed)
         model = cls(data.num_relations, **{'num_steps': 2, 'rank': 3,
                                            **fixed})
-        result = fit(model, data, epochs=epochs or RULE_EPOCHS[dataset],
-                     patience=3, seed=seed, progress=False)
-        info = {'epochs': len(result.history),
-                'best_epoch': result.best_epoch,
-                'best_valid_mrr': result.best_valid_mrr,
-                'seconds_per_epoch': statistics.mean(
-                    h['seconds'] for h in result.history)}
-        batch_size = 256
+        info = fit_and_test(model, data, graph, true_answers,
+                            epochs or RULE_EPOCHS[dataset], seed)
     else:
+        start = time.perf_counter()
         model, info = train_kge(KGE_MODELS[model_name][1], data, graph,
                                 true_answers, seed)
-        batch_size = 64
-    train_seconds = time.perf_counter() - start
-    start = time.perf_counter()
-    ranks = compute_ranks(model, graph, split_triples(data, 'test'),
-                          true_answers, batch_size=batch_size)
+        info['train_seconds'] = time.perf_counter() - start
+        start = time.perf_counter()
+        ranks = compute_ranks(model, graph, split_triples(data, 'test'),
+                              true_answers, batch_size=64)
+        info['test_seconds'] = time.perf_counter() - start
+        info['test'] = test_metrics(ranks)
     payload = {
         'dataset': dataset, 'model': model_name, 'seed': seed,
-        'train_seconds': train_seconds,
-        'test_seconds': time.perf_counter() - start,
         'peak_rss_gb': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss /
         1e6,
         **info,
-        'test': {tie: {k: v for k, v in ranks.metrics(tie).items()
-                       if k != 'per_relation'} for tie in TIE_POLICIES},
         'machine': machine(),
     }
     path = write_json(os.path.join(
@@ -157,7 +140,7 @@ def run(dataset, model_name, seed, epochs=None):
     m = payload['test']['realistic']
     print(f"{dataset} {model_name} seed {seed}: test MRR {m['mrr']:.3f} "
           f"(realistic), {payload['test']['optimistic']['mrr']:.3f} "
-          f"(optimistic); {train_seconds:.0f}s -> {path}")
+          f"(optimistic); {info['train_seconds']:.0f}s -> {path}")
 
 
 def table() -> str:
@@ -226,10 +209,11 @@ if __name__ == '__main__':
     parser.add_argument('--no-readme', action='store_true',
                         help='leave README.md alone (table.md is written)')
     args = parser.parse_args()
+    retain_freed_memory()
     if not args.table_only:
         models = {'all': ORDER, 'rules': list(RULE_MODELS),
                   'kge': list(KGE_MODELS)}.get(args.model, [args.model])
-        if args.dataset not in ('family', 'kinship', 'umls') and \
+        if args.dataset not in BUNDLED and \
                 not os.path.isdir(os.path.join(SHARED, args.dataset)):
             raise SystemExit(f'{args.dataset}: no folder at {SHARED}')
         for model in models:
