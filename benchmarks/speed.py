@@ -1,0 +1,221 @@
+"""Speed per dataset: training epoch, evaluation throughput, peak RSS, and
+the propagation kernel alone.
+
+    python benchmarks/speed.py                      # every dataset found
+    python benchmarks/speed.py --datasets family fb15k-237 --batches 30
+
+For each dataset and model (DegreEmbed, DRUM; the paper's settings: L = 2,
+T = 3, 128-d, batch 128, both query directions, nll loss, Adam, clipping):
+
+* seconds per training epoch: a full epoch where it has at most
+  --full-epoch-batches batches, else --batches timed batches (after one
+  warm-up batch) extrapolated to the epoch (marked as such);
+* a full filtered test evaluation (both directions, batch 256): seconds and
+  queries per second;
+* the propagation kernel alone (TypedGraph.propagate, forward + backward)
+  for the first and second hop of a training batch of 128 queries x T, in
+  frontier ("sparse") and "dense" mode;
+* peak RSS of the process (each dataset runs in its own process).
+
+Every dataset is measured twice in the same run: with retain_freed_memory()
+(what the command line does) and with the allocator's defaults, and the
+ratio is reported.  torch-scatter / torch-sparse are reported when installed,
+but no code path of the package calls them (its kernels are torch's own
+index_add / sparse CSR products), so there is no "with accelerators" column.
+Writes benchmarks/results/speed.json and speed.md.
+"""
+import argparse
+import importlib.util
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+
+import torch
+from torch_geometric import seed_everything
+
+from common import SHARED, load_benchmark, machine, write_json, RESULTS
+from pyg_degreembed import (DegreEmbedReasoner, RuleReasoner, Signals,
+                            compute_ranks, retain_freed_memory)
+from pyg_degreembed.datasets import BUNDLED
+from pyg_degreembed.evaluation import both_directions
+from pyg_degreembed.kg import split_triples
+from pyg_degreembed.training import nll_loss
+
+MODELS = (('DegreEmbed', DegreEmbedReasoner), ('DRUM', RuleReasoner))
+DATASETS = list(BUNDLED) + ['wn18', 'fb15k-237']
+
+
+def time_training(model, graph, queries, args):
+    head, relation, tail = queries
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    generator = torch.Generator().manual_seed(0)
+    batches = torch.randperm(head.numel(), generator=generator).split(128)
+
+    def step(index):
+        loss = nll_loss(model.score(graph, head[index], relation[index],
+                                    tail[index]))
+        optimizer.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
+        optimizer.step()
+
+    step(batches[0])  # warm-up
+    if len(batches) <= args.full_epoch_batches:
+        start = time.perf_counter()
+        for index in batches:
+            step(index)
+        return {'epoch_seconds': time.perf_counter() - start,
+                'extrapolated': False}
+    times = []
+    for index in batches[1:args.batches + 1]:
+        start = time.perf_counter()
+        step(index)
+        times.append(time.perf_counter() - start)
+    per_batch = statistics.median(times)
+    return {'epoch_seconds': per_batch * len(batches),
+            'extrapolated': True, 'seconds_per_batch': per_batch,
+            'timed_batches': len(times)}
+
+
+def time_evaluation(model, graph, data, true_answers):
+    test = split_triples(data, 'test')
+    start = time.perf_counter()
+    compute_ranks(model, graph, test, true_answers, batch_size=256)
+    seconds = time.perf_counter() - start
+    return {'test_queries': 2 * test.size(1), 'test_seconds': seconds,
+            'queries_per_second': 2 * test.size(1) / seconds}
+
+
+def time_kernel(model, graph, queries, repeats=5):
+    r"""Forward + backward of each hop, the signals of a training batch
+    (128 queries x T columns) with the model's attention and rho."""
+    head, relation, _ = (q[:128] for q in queries)
+    K, T = graph.num_edge_types, model.rank
+    with torch.no_grad():
+        attention = model.operator_attention(relation)  # [B, T, L, K + 1]
+        rho = None
+        if model.has_edge_weight:
+            rho = model.edge_weight(graph)
+    a = attention.flatten(0, 1).permute(1, 2, 0)  # [L, K + 1, C]
+    out = {}
+    for mode in ('sparse', 'dense'):
+        x = Signals.one_hot(head.repeat_interleave(T),
+                            torch.ones(head.numel() * T))
+        for hop in range(a.size(0)):
+            weight = a[hop].clone().requires_grad_()
+            edge_rho = None if rho is None else rho.clone().requires_grad_()
+            times = []
+            for _ in range(repeats):
+                start = time.perf_counter()
+                y = graph.propagate(x, weight[:K], edge_rho, weight[K],
+                                    mode=mode)
+                y.value.sum().backward()
+                times.append(time.perf_counter() - start)
+            out[f'{mode}_hop{hop + 1}_seconds'] = statistics.median(times)
+            out[f'hop{hop + 1}_entries'] = int(y.value.numel())
+            x = Signals(y.node, y.column, y.value.detach(), y.num_columns)
+    return out
+
+
+def worker(dataset, args):
+    data, graph, true_answers = load_benchmark(dataset)
+    queries = both_directions(split_triples(data, 'train'),
+                              data.num_relations)
+    result = {'dataset': dataset, 'num_nodes': data.num_nodes,
+              'num_edges': int(data.edge_index.size(1)),
+              'train_queries': int(queries[0].numel()), 'models': {}}
+    for label, cls in MODELS:
+        seed_everything(0)
+        model = cls(data.num_relations, num_steps=2, rank=3)
+        entry = time_training(model, graph, queries, args)
+        entry.update(time_evaluation(model, graph, data, true_answers))
+        entry['kernel'] = time_kernel(model, graph, queries)
+        result['models'][label] = entry
+    result['peak_rss_gb'] = resource.getrusage(
+        resource.RUSAGE_SELF).ru_maxrss / 1e6
+    return result
+
+
+def table(results):
+    lines = [
+        '| KG | model | epoch | test evaluation | queries/s | peak RSS | '
+        'hop 1 / hop 2, frontier (fwd+bwd) | hop 1 / hop 2, dense | '
+        'epoch, default allocator |', '|---' * 9 + '|'
+    ]
+
+    def t(s):
+        return f'{s / 60:.1f} min' if s >= 120 else f'{s:.1f} s'
+
+    for dataset, runs in results.items():
+        fast, slow = runs['retain'], runs['default']
+        for label in fast['models']:
+            m, d = fast['models'][label], slow['models'][label]
+            k = m['kernel']
+            ext = ' (extrapolated)' if m['extrapolated'] else ''
+            lines.append(
+                f"| {dataset} | {label} | {t(m['epoch_seconds'])}{ext} | "
+                f"{t(m['test_seconds'])} ({m['test_queries']} queries) | "
+                f"{m['queries_per_second']:.0f} | "
+                f"{fast['peak_rss_gb']:.2f} GB | "
+                f"{1e3 * k['sparse_hop1_seconds']:.0f} / "
+                f"{1e3 * k['sparse_hop2_seconds']:.0f} ms | "
+                f"{1e3 * k['dense_hop1_seconds']:.0f} / "
+                f"{1e3 * k['dense_hop2_seconds']:.0f} ms | "
+                f"{t(d['epoch_seconds'])} "
+                f"(x{d['epoch_seconds'] / m['epoch_seconds']:.2f}) |")
+    return '\n'.join(lines)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument('--datasets', nargs='+', default=DATASETS,
+                        choices=DATASETS)
+    parser.add_argument('--batches', type=int, default=30,
+                        help='batches timed where an epoch is not run whole')
+    parser.add_argument('--full-epoch-batches', type=int, default=200)
+    parser.add_argument('--worker', help=argparse.SUPPRESS)
+    parser.add_argument('--allocator', choices=['retain', 'default'],
+                        default='retain', help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        if args.allocator == 'retain':
+            retain_freed_memory()
+        print(json.dumps(worker(args.worker, args)))
+        return
+    results = {}
+    for dataset in args.datasets:
+        if dataset not in BUNDLED and \
+                not os.path.isdir(os.path.join(SHARED, dataset)):
+            print(f'{dataset}: skipped, no folder at {SHARED}')
+            continue
+        results[dataset] = {}
+        for allocator in ('retain', 'default'):
+            out = subprocess.run(
+                [sys.executable, __file__, '--worker', dataset,
+                 '--allocator', allocator, '--batches', str(args.batches),
+                 '--full-epoch-batches', str(args.full_epoch_batches)],
+                capture_output=True, text=True, check=True)
+            results[dataset][allocator] = json.loads(
+                out.stdout.strip().splitlines()[-1])
+            print(f'{dataset} ({allocator} allocator): ' + ', '.join(
+                f"{k} {v['epoch_seconds']:.1f} s/epoch" for k, v in
+                results[dataset][allocator]['models'].items()), flush=True)
+    accelerators = {name: importlib.util.find_spec(name) is not None
+                    for name in ('torch_scatter', 'torch_sparse')}
+    text = table(results)
+    write_json('speed.json', {'machine': machine(),
+                              'accelerators_installed': accelerators,
+                              'results': results})
+    with open(os.path.join(RESULTS, 'speed.md'), 'w') as f:
+        f.write(f"<!-- generated by benchmarks/speed.py; machine: "
+                f"{machine()['cpu']}, {os.cpu_count()} cores, torch "
+                f"{torch.__version__} -->\n{text}\n")
+    print(text)
+
+
+if __name__ == '__main__':
+    main()
