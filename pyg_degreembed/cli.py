@@ -86,6 +86,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--loss', default='nll', choices=['nll', 'bce'])
     p.add_argument('--seed', type=int, default=0)
     p.add_argument('--device', default='cpu')
+    p.add_argument('--recompute', action='store_true',
+                   help='memory-lean: recompute each hop in the backward '
+                   'pass instead of storing it (slower)')
     p.add_argument('--checkpoint', default=None,
                    help='checkpoint file, written every epoch '
                    '(default: runs/<dataset>-<model>.pt)')
@@ -170,7 +173,8 @@ def cmd_train(args):
     data = load_dataset(args.dataset)
     cls, fixed = MODELS[args.model]
     config = dict(num_steps=args.steps, rank=args.rank,
-                  embedding_dim=args.dim, hidden_channels=args.dim)
+                  embedding_dim=args.dim, hidden_channels=args.dim,
+                  recompute=args.recompute)
     config.update(fixed)
     name = os.path.basename(os.path.normpath(args.dataset))
     checkpoint = args.checkpoint or os.path.join('runs',

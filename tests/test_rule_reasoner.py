@@ -146,3 +146,37 @@ def test_score_of_answers_equals_forward(random_graph, cls, num_steps,
         assert (a is None) == (b is None)
         if a is not None:
             assert torch.allclose(a, b, atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize('cls', [RuleReasoner, DegreEmbedReasoner])
+def test_recompute_gives_the_same_values_and_gradients(random_graph, cls):
+    edge_index, edge_type, N, K = random_graph
+    graph = TypedGraph(*random_graph)
+    edges = torch.tensor([0, 45, 10, 3, 17])
+    head, relation = edge_index[0, edges], edge_type[edges]
+    tail = edge_index[1, edges]
+    results = []
+    for recompute in (False, True):
+        torch.manual_seed(0)
+        model = cls(K // 2, num_steps=3, rank=2, embedding_dim=8,
+                    hidden_channels=6, recompute=recompute)
+        assert model.config()['recompute'] == recompute
+        saved = []  # bytes kept for the backward pass
+
+        def pack(t):
+            saved.append(t.numel() * t.element_size())
+            return t
+
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            score = model.score(graph, head, relation, tail)
+            full = model(graph, head, relation, remove_tail=tail)
+        (torch.log(score).sum() + full.square().sum()).backward()
+        results.append((sum(saved), score, full,
+                        [p.grad.clone() for p in model.parameters()
+                         if p.grad is not None]))
+    (m1, s1, f1, g1), (m2, s2, f2, g2) = results
+    assert m2 < m1
+    assert torch.equal(s1, s2) and torch.equal(f1, f2)
+    assert len(g1) == len(g2) > 0
+    for a, b in zip(g1, g2):
+        assert torch.allclose(a, b, atol=1e-6)

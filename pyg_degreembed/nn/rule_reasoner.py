@@ -3,6 +3,7 @@ from typing import Optional
 import torch
 from torch import Tensor
 from torch.nn import LSTM, Embedding, Linear, Module, ModuleList
+from torch.utils.checkpoint import checkpoint
 
 from ..kg import inverse_relation
 from ..typed_graph import Signals, TypedGraph
@@ -49,6 +50,11 @@ class RuleReasoner(Module):
             (default: :obj:`128`)
         eps (float, optional): The :math:`\epsilon` of the normalisation.
             (default: :obj:`1e-20`)
+        recompute (bool, optional): Memory-lean training: keep only the
+            input of every hop (and of :math:`\rho`) for the backward pass
+            and recompute the rest there
+            (:func:`torch.utils.checkpoint.checkpoint`), trading time for
+            memory. (default: :obj:`False`)
 
     Shapes:
         - **input:** :class:`~pyg_degreembed.TypedGraph` of :math:`N`
@@ -58,7 +64,7 @@ class RuleReasoner(Module):
     """
     def __init__(self, num_relations: int, num_steps: int = 2, rank: int = 3,
                  embedding_dim: int = 128, hidden_channels: int = 128,
-                 eps: float = 1e-20):
+                 eps: float = 1e-20, recompute: bool = False):
         super().__init__()
         if num_relations < 1 or num_steps < 1 or rank < 1:
             raise ValueError("'num_relations', 'num_steps' and 'rank' must "
@@ -70,6 +76,7 @@ class RuleReasoner(Module):
         self.embedding_dim = embedding_dim
         self.hidden_channels = hidden_channels
         self.eps = eps
+        self.recompute = recompute
 
         self.query_embedding = Embedding(self.num_edge_types, embedding_dim)
         self.controllers = ModuleList([
@@ -147,7 +154,7 @@ class RuleReasoner(Module):
         x, a, rho, removed = self._walk(graph, head, relation, remove_tail,
                                         mode)
         K = self.num_edge_types
-        x = graph.propagate(x, a[:K], rho, a[K], removed, mode)
+        x = self._run(graph.propagate, x, a[:K], rho, a[K], removed, mode)
         x = x.normalize(self.eps)
         # Sum over ranks: column c adds to query c // T.
         scores = x.value.new_zeros(B * N).index_add(
@@ -170,8 +177,9 @@ class RuleReasoner(Module):
         self._check_entities(graph, tail, 'tail')
         x, a, rho, removed = self._walk(graph, head, relation,
                                         tail if remove_edge else None, mode)
-        value, total = graph.propagate_at(x, tail.repeat_interleave(T),
-                                          a[:K], rho, a[K], removed)
+        value, total = self._run(graph.propagate_at, x,
+                                 tail.repeat_interleave(T), a[:K], rho, a[K],
+                                 removed)
         # A target that no path reaches has no gradient, as in forward().
         value = torch.where(value != 0, value / total.clamp(min=self.eps),
                             0.)
@@ -188,8 +196,9 @@ class RuleReasoner(Module):
         rho = None
         if self.has_edge_weight:
             sources = graph.neighborhood(head, self.num_steps - 1)
-            rho = self.edge_weight(
-                graph, sources if sources.numel() < graph.num_nodes else None)
+            rho = self._run(
+                self.edge_weight, graph,
+                sources if sources.numel() < graph.num_nodes else None)
 
         # Column c = b * T + j holds query b at rank j.
         x = Signals.one_hot(head.repeat_interleave(T),
@@ -208,9 +217,16 @@ class RuleReasoner(Module):
 
         for step in range(self.num_steps - 1):
             a = step_attention(step)
-            x = graph.propagate(x, a[:K], rho, a[K], removed, mode)
+            x = self._run(graph.propagate, x, a[:K], rho, a[K], removed,
+                          mode)
             x = x.normalize(self.eps)
         return x, step_attention(self.num_steps - 1), rho, removed
+
+    def _run(self, function, *args):
+        # A hop or rho, recomputed in the backward pass if memory-lean.
+        if self.recompute and torch.is_grad_enabled():
+            return checkpoint(function, *args, use_reentrant=False)
+        return function(*args)
 
     def rules(self, relation: Optional[int] = None, k: int = 10,
               inverse: bool = True) -> list:
@@ -230,7 +246,8 @@ class RuleReasoner(Module):
         return dict(num_relations=self.num_relations,
                     num_steps=self.num_steps, rank=self.rank,
                     embedding_dim=self.embedding_dim,
-                    hidden_channels=self.hidden_channels, eps=self.eps)
+                    hidden_channels=self.hidden_channels, eps=self.eps,
+                    recompute=self.recompute)
 
     def _check_input(self, graph: TypedGraph, head: Tensor, relation: Tensor):
         if graph.num_edge_types != self.num_edge_types:
@@ -281,12 +298,14 @@ class DegreEmbedReasoner(RuleReasoner):
             (default: :obj:`128`)
         eps (float, optional): The :math:`\epsilon` of the normalisation.
             (default: :obj:`1e-20`)
+        recompute (bool, optional): Memory-lean training, see
+            :class:`RuleReasoner`. (default: :obj:`False`)
     """
     def __init__(self, num_relations: int, num_steps: int = 2, rank: int = 3,
                  embedding_dim: int = 128, hidden_channels: int = 128,
-                 eps: float = 1e-20):
+                 eps: float = 1e-20, recompute: bool = False):
         super().__init__(num_relations, num_steps, rank, embedding_dim,
-                         hidden_channels, eps)
+                         hidden_channels, eps, recompute)
         self.degree_embedding = DegreeEmbedding(2 * num_relations,
                                                 embedding_dim, hidden_channels)
 
