@@ -82,14 +82,15 @@ def test_metrics(ranks) -> dict:
                   if k != 'per_relation'} for tie in TIE_POLICIES}
 
 
-def fit_and_test(model, data, graph, true_answers, epochs: int,
-                 seed: int) -> dict:
+def fit_and_test(model, data, graph, true_answers, epochs: int, seed: int,
+                 **fit_kwargs) -> dict:
     r"""Trains a rule reasoner with :func:`pyg_degreembed.fit` (the paper's
-    settings, early stopping on validation) and ranks the test triples with
-    the weights that were best on validation."""
+    settings unless :obj:`fit_kwargs` say otherwise, early stopping on
+    validation) and ranks the test triples with the weights that were best
+    on validation."""
     start = time.perf_counter()
     result = fit(model, data, epochs=epochs, patience=3, seed=seed,
-                 progress=False)
+                 progress=False, **fit_kwargs)
     train_seconds = time.perf_counter() - start
     start = time.perf_counter()
     ranks = compute_ranks(model, graph, split_triples(data, 'test'),
