@@ -124,12 +124,9 @@ if __name__ == '__main__':
                         choices=list(KGE_MODELS))
     parser.add_argument('--seed', type=int, default=0)
     parser.add_argument('--kge-epochs', type=int, default=100)
-    parser.add_argument('--threads', type=int, default=None)
     parser.add_argument('--plot-only', action='store_true')
     args = parser.parse_args()
     retain_freed_memory()
-    if args.threads:
-        torch.set_num_threads(args.threads)
     if not args.plot_only:
         for dataset in args.datasets:
             for name in args.embeddings:

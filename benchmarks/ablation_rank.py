@@ -15,7 +15,6 @@ import json
 import os
 import resource
 
-import torch
 from torch_geometric import seed_everything
 
 from common import (RESULTS, figure, fit_and_test, hits_bars, load_benchmark,
@@ -80,14 +79,9 @@ if __name__ == '__main__':
                         default=['family', 'kinship', 'umls'])
     parser.add_argument('--ranks', type=int, nargs='+', default=[1, 2, 3, 4])
     parser.add_argument('--seed', type=int, default=0)
-    parser.add_argument('--threads', type=int, default=None,
-                        help='torch threads (to run several jobs side by '
-                        'side)')
     parser.add_argument('--plot-only', action='store_true')
     args = parser.parse_args()
     retain_freed_memory()
-    if args.threads:
-        torch.set_num_threads(args.threads)
     if not args.plot_only:
         for dataset in args.datasets:
             for rank in args.ranks:

@@ -21,7 +21,6 @@ import os
 import resource
 import statistics
 
-import torch
 from torch_geometric import seed_everything
 
 from common import RESULTS, fit_and_test, load_benchmark, machine, write_json
@@ -92,12 +91,9 @@ if __name__ == '__main__':
     parser.add_argument('--variants', nargs='+', default=list(VARIANTS),
                         choices=list(VARIANTS))
     parser.add_argument('--seeds', type=int, nargs='+', default=[0])
-    parser.add_argument('--threads', type=int, default=None)
     parser.add_argument('--table-only', action='store_true')
     args = parser.parse_args()
     retain_freed_memory()
-    if args.threads:
-        torch.set_num_threads(args.threads)
     if not args.table_only:
         for variant in args.variants:
             for seed in args.seeds:
