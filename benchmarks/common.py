@@ -148,3 +148,18 @@ def save_figure_and_table(name: str, fig, lines, script: str):
                 '\n'.join(lines) + '\n')
     print('\n'.join(lines))
     print('wrote', png)
+
+
+def update_readme(name: str, text: str):
+    r"""Replaces the block between :obj:`<!-- name:start -->` and
+    :obj:`<!-- name:end -->` of the top-level README.md with :obj:`text`."""
+    readme = os.path.join(os.path.dirname(RESULTS), '..', 'README.md')
+    start, end = f'<!-- {name}:start -->', f'<!-- {name}:end -->'
+    content = open(readme).read()
+    if start not in content or end not in content:
+        return
+    head, rest = content.split(start, 1)
+    content = head + start + '\n' + text + '\n' + end + \
+        rest.split(end, 1)[1]
+    with open(readme, 'w') as f:
+        f.write(content)
