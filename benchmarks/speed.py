@@ -179,7 +179,7 @@ def main():
                         choices=DATASETS)
     parser.add_argument('--batches', type=int, default=30,
                         help='batches timed where an epoch is not run whole')
-    parser.add_argument('--full-epoch-batches', type=int, default=200)
+    parser.add_argument('--full-epoch-batches', type=int, default=600)
     parser.add_argument('--worker', help=argparse.SUPPRESS)
     parser.add_argument('--allocator', choices=['retain', 'default'],
                         default='retain', help=argparse.SUPPRESS)
