@@ -80,7 +80,7 @@ def time_training(model, graph, queries, args):
     per_batch = statistics.median(times)
     return {'epoch_seconds': per_batch * len(batches),
             'extrapolated': True, 'seconds_per_batch': per_batch,
-            'timed_batches': len(times)}
+            'timed_batches': len(times), 'batch_seconds': times}
 
 
 def time_evaluation(model, graph, data, true_answers):
