@@ -19,7 +19,6 @@ import argparse
 import glob
 import json
 import os
-import resource
 
 import torch
 from torch import Tensor
@@ -27,8 +26,7 @@ from torch.nn import Linear
 from torch_geometric import seed_everything
 
 from common import (RESULTS, figure, fit_and_test, hits_bars, load_benchmark,
-                    machine, metric_cells, save_figure_and_table,
-                    write_json)
+                    metric_cells, save_figure_and_table, save_run)
 from pyg_degreembed import RuleReasoner, TypedGraph, retain_freed_memory
 from reproduce import KGE_MODELS, RULE_EPOCHS, train_kge
 
@@ -68,14 +66,11 @@ def run(dataset: str, kge_name: str, seed: int, kge_epochs: int):
                                         num_steps=2, rank=3)
     info = fit_and_test(model, data, graph, true_answers,
                         RULE_EPOCHS[dataset], seed)
-    payload = {'dataset': dataset, 'embedding': kge_name, 'seed': seed,
-               'pretraining': kge_info, **info,
-               'peak_rss_gb': resource.getrusage(
-                   resource.RUSAGE_SELF).ru_maxrss / 1e6,
-               'machine': machine()}
-    path = write_json(os.path.join(
-        'ablation', f'pretrained-{dataset}-{kge_name}-seed{seed}.json'),
-        payload)
+    path = save_run(
+        os.path.join('ablation',
+                     f'pretrained-{dataset}-{kge_name}-seed{seed}.json'),
+        {'dataset': dataset, 'embedding': kge_name, 'seed': seed,
+         'pretraining': kge_info}, info)
     m = info['test']['realistic']
     print(f'{dataset} {kge_name} embeddings: test MRR {m["mrr"]:.3f} '
           f'H@1 {m["hits@1"]:.3f} -> {path}')

@@ -13,13 +13,11 @@ import argparse
 import glob
 import json
 import os
-import resource
 
 from torch_geometric import seed_everything
 
 from common import (RESULTS, figure, fit_and_test, hits_bars, load_benchmark,
-                    machine, metric_cells, save_figure_and_table,
-                    write_json)
+                    metric_cells, save_figure_and_table, save_run)
 from pyg_degreembed import DegreEmbedReasoner, retain_freed_memory
 from reproduce import RULE_EPOCHS
 
@@ -32,12 +30,9 @@ def run(dataset: str, rank: int, seed: int):
     model = DegreEmbedReasoner(data.num_relations, num_steps=2, rank=rank)
     info = fit_and_test(model, data, graph, true_answers,
                         RULE_EPOCHS[dataset], seed)
-    payload = {'dataset': dataset, 'rank': rank, 'seed': seed, **info,
-               'peak_rss_gb': resource.getrusage(
-                   resource.RUSAGE_SELF).ru_maxrss / 1e6,
-               'machine': machine()}
-    path = write_json(os.path.join(
-        'ablation', f'rank-{dataset}-T{rank}-seed{seed}.json'), payload)
+    path = save_run(
+        os.path.join('ablation', f'rank-{dataset}-T{rank}-seed{seed}.json'),
+        {'dataset': dataset, 'rank': rank, 'seed': seed}, info)
     m = info['test']['realistic']
     print(f'{dataset} T={rank}: test MRR {m["mrr"]:.3f}, H@1 '
           f'{m["hits@1"]:.3f}, H@10 {m["hits@10"]:.3f} -> {path}')

@@ -2,6 +2,7 @@
 result files."""
 import os
 import platform
+import resource
 import statistics
 import subprocess
 import sys
@@ -60,6 +61,16 @@ def write_json(name: str, payload: dict) -> str:
     path = os.path.join(RESULTS, name)
     save_json(path, payload)
     return path
+
+
+def save_run(name: str, fields: dict, info: dict) -> str:
+    r"""Writes one run as :obj:`results/name`: :obj:`fields` (what was
+    run), :obj:`info` (what was measured), the peak RSS and the machine."""
+    return write_json(name, {
+        **fields, **info,
+        'peak_rss_gb': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss /
+        1e6,
+        'machine': machine()})
 
 
 def load_benchmark(name: str):

@@ -24,7 +24,6 @@ import copy
 import glob
 import json
 import os
-import resource
 import statistics
 import time
 
@@ -32,8 +31,8 @@ import torch
 from torch_geometric import seed_everything
 from torch_geometric.nn.kge import ComplEx, DistMult, RotatE, TransE
 
-from common import (RESULTS, SHARED, fit_and_test, load_benchmark, machine,
-                    test_metrics, update_readme, write_json)
+from common import (RESULTS, SHARED, fit_and_test, load_benchmark, save_run,
+                    test_metrics, update_readme)
 from pyg_degreembed import (DegreEmbedReasoner, RuleReasoner, compute_ranks,
                             retain_freed_memory)
 from pyg_degreembed.datasets import BUNDLED
@@ -128,18 +127,12 @@ def run(dataset, model_name, seed, epochs=None):
                               true_answers, batch_size=64)
         info['test_seconds'] = time.perf_counter() - start
         info['test'] = test_metrics(ranks)
-    payload = {
-        'dataset': dataset, 'model': model_name, 'seed': seed,
-        'peak_rss_gb': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss /
-        1e6,
-        **info,
-        'machine': machine(),
-    }
-    path = write_json(os.path.join(
-        'runs', f'{dataset}-{model_name}-seed{seed}.json'), payload)
-    m = payload['test']['realistic']
+    path = save_run(
+        os.path.join('runs', f'{dataset}-{model_name}-seed{seed}.json'),
+        {'dataset': dataset, 'model': model_name, 'seed': seed}, info)
+    m = info['test']['realistic']
     print(f"{dataset} {model_name} seed {seed}: test MRR {m['mrr']:.3f} "
-          f"(realistic), {payload['test']['optimistic']['mrr']:.3f} "
+          f"(realistic), {info['test']['optimistic']['mrr']:.3f} "
           f"(optimistic); {info['train_seconds']:.0f}s -> {path}")
 
 

@@ -18,12 +18,11 @@ import argparse
 import glob
 import json
 import os
-import resource
 import statistics
 
 from torch_geometric import seed_everything
 
-from common import RESULTS, fit_and_test, load_benchmark, machine, write_json
+from common import RESULTS, fit_and_test, load_benchmark, save_run
 from pyg_degreembed import DegreEmbedReasoner, retain_freed_memory
 from reproduce import RULE_EPOCHS
 
@@ -46,12 +45,9 @@ def run(dataset: str, variant: str, seed: int):
         model.degree_embedding.requires_grad_(False)
     info = fit_and_test(model, data, graph, true_answers,
                         RULE_EPOCHS[dataset], seed, **fit_kwargs)
-    payload = {'dataset': dataset, 'variant': variant, 'seed': seed, **info,
-               'peak_rss_gb': resource.getrusage(
-                   resource.RUSAGE_SELF).ru_maxrss / 1e6,
-               'machine': machine()}
-    path = write_json(os.path.join(
-        'variants', f'{dataset}-{variant}-seed{seed}.json'), payload)
+    path = save_run(
+        os.path.join('variants', f'{dataset}-{variant}-seed{seed}.json'),
+        {'dataset': dataset, 'variant': variant, 'seed': seed}, info)
     print(f'{dataset} {variant} seed {seed}: valid MRR '
           f'{info["best_valid_mrr"]:.3f}, test MRR '
           f'{info["test"]["realistic"]["mrr"]:.3f} -> {path}')
