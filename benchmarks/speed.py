@@ -45,6 +45,7 @@ from pyg_degreembed import (DegreEmbedReasoner, RuleReasoner, Signals,
 from pyg_degreembed.datasets import BUNDLED
 from pyg_degreembed.evaluation import both_directions
 from pyg_degreembed.kg import split_triples
+from pyg_degreembed.typed_graph import SourceWeights
 from pyg_degreembed.training import nll_loss
 
 MODELS = (('DegreEmbed', DegreEmbedReasoner), ('DRUM', RuleReasoner))
@@ -101,9 +102,7 @@ def time_kernel(model, graph, queries, repeats=5):
     K, T = graph.num_edge_types, model.rank
     with torch.no_grad():
         attention = model.operator_attention(relation)  # [B, T, L, K + 1]
-        rho = None
-        if model.has_edge_weight:
-            rho = model.edge_weight(graph)
+        rho = SourceWeights.wrap(model.edge_weight(graph))
     a = attention.flatten(0, 1).permute(1, 2, 0)  # [L, K + 1, C]
     out = {}
     for mode in ('sparse', 'dense'):
@@ -111,7 +110,8 @@ def time_kernel(model, graph, queries, repeats=5):
                             torch.ones(head.numel() * T))
         for hop in range(a.size(0)):
             weight = a[hop].clone().requires_grad_()
-            edge_rho = None if rho is None else rho.clone().requires_grad_()
+            edge_rho = None if rho is None else SourceWeights(
+                rho.table.clone().requires_grad_(), rho.index)
             times = []
             for _ in range(repeats):
                 start = time.perf_counter()

@@ -24,7 +24,7 @@ from typing import List, Optional, Sequence, Tuple
 import torch
 
 from .rules import _atom
-from .typed_graph import Signals, TypedGraph
+from .typed_graph import Signals, SourceWeights, TypedGraph
 
 
 @dataclass(frozen=True)
@@ -108,7 +108,8 @@ def explain(model, graph: TypedGraph, head: int, relation: int, tail: int,
     ptr = graph.node_ptr.tolist()
     src, typ, dst = (graph.edge_src.tolist(), graph.edge_type.tolist(),
                      graph.edge_dst.tolist())
-    rho = rho.double() if rho is not None else None
+    if rho is not None:
+        rho = SourceWeights.wrap(rho).to_dense().double()
     # Partial paths: (entities, operators, per-rank weight [T]).
     partial = [((head, ), (), torch.ones(T, dtype=torch.double,
                                          device=device))]

@@ -92,6 +92,39 @@ class Signals(NamedTuple):
                              total.index_select(0, self.column))
 
 
+class SourceWeights(NamedTuple):
+    r"""Per-source edge-type weights :math:`\rho` of shape :math:`[N, K]`,
+    stored once per group of sources that share them: :math:`\rho_i` is row
+    :obj:`index[i]` of :obj:`table`.  The degree embedding returns its
+    weights this way (one row per degree-type set), so that a batch costs
+    nothing per entity of the graph, only per set and per edge used.
+
+    Attributes:
+        table (torch.Tensor): The distinct rows, shape :obj:`[S, K]`.
+        index (torch.Tensor): The row of each node, shape :obj:`[N]`.
+    """
+    table: Tensor
+    index: Tensor
+
+    @classmethod
+    def wrap(cls, rho) -> Optional['SourceWeights']:
+        r"""A dense :obj:`[N, K]` tensor as :class:`SourceWeights` (one row
+        per node); :class:`SourceWeights` and :obj:`None` pass through."""
+        if rho is None or isinstance(rho, SourceWeights):
+            return rho
+        return cls(rho, torch.arange(rho.size(0), device=rho.device))
+
+    def at(self, src: Tensor, edge_type: Tensor) -> Tensor:
+        r""":math:`\rho_{\mathrm{src}, \mathrm{type}}`, differentiable."""
+        K = self.table.size(1)
+        return self.table.reshape(-1).index_select(
+            0, self.index.index_select(0, src) * K + edge_type)
+
+    def to_dense(self) -> Tensor:
+        r"""The :obj:`[N, K]` matrix."""
+        return self.table.index_select(0, self.index)
+
+
 class TypedGraph:
     r"""A directed multigraph with typed edges, prepared once for fast typed
     propagation of many signals at once (one signal per query and rank):
@@ -237,8 +270,9 @@ class TypedGraph:
             x (Signals): The signals, :math:`C` columns.
             type_weight (torch.Tensor): Per-signal weight :math:`\mathbf{a}`
                 of every edge type, shape :obj:`[K, C]`.
-            rho (torch.Tensor, optional): Per-source weight of every edge
-                type, shape :obj:`[N, K]`. (default: :obj:`None`, all ones)
+            rho (torch.Tensor or SourceWeights, optional): Per-source weight
+                of every edge type, shape :obj:`[N, K]`. (default:
+                :obj:`None`, all ones)
             self_weight (torch.Tensor, optional): Per-signal weight
                 :math:`s` of the identity, shape :obj:`[C]`.
                 (default: :obj:`None`, no identity term)
@@ -256,6 +290,7 @@ class TypedGraph:
             raise ValueError(f"'mode' must be 'auto', 'dense' or 'sparse', "
                              f"got {mode!r}")
         C = x.num_columns
+        rho = SourceWeights.wrap(rho)
         out_deg = self.node_ptr[x.node + 1] - self.node_ptr[x.node]
         work = int(out_deg.sum())
         stay = None
@@ -302,7 +337,8 @@ class TypedGraph:
         :rtype: (:class:`torch.Tensor` :obj:`[C]`, :class:`torch.Tensor`
             :obj:`[C]`): values at the targets and totals.
         """
-        C, K = x.num_columns, self.num_edge_types
+        C = x.num_columns
+        rho = SourceWeights.wrap(rho)
         device = x.value.device
         key = x.node * C + x.column  # sorted
 
@@ -318,7 +354,7 @@ class TypedGraph:
         def weight(src, typ, col):
             w = type_weight.reshape(-1).index_select(0, typ * C + col)
             if rho is not None:
-                w = w * rho.reshape(-1).index_select(0, src * K + typ)
+                w = w * rho.at(src, typ)
             return w
 
         # Totals: each entry spreads x * a_k * rho * (number of k-edges).
@@ -365,7 +401,7 @@ class TypedGraph:
         dense = x.to_dense(self.num_nodes)
         y = dense[self.pair_src] * type_weight[self.pair_type]
         if rho is not None:
-            y = y * rho[self.pair_src, self.pair_type].unsqueeze(-1)
+            y = y * rho.at(self.pair_src, self.pair_type).unsqueeze(-1)
         out = _ConstantSparseMatmul.apply(self.mat, self.mat_t, y).view(-1)
         if removed is not None:
             # Subtract the contribution of each left-out edge (all copies).
@@ -373,7 +409,7 @@ class TypedGraph:
             src, typ = self.edge_src[lo], self.edge_type[lo]
             contrib = dense[src, col] * type_weight[typ, col] * (hi - lo)
             if rho is not None:
-                contrib = contrib * rho[src, typ]
+                contrib = contrib * rho.at(src, typ)
             out = out.index_add(0, self.edge_dst[lo] * C + col, -contrib)
         return out
 
@@ -397,9 +433,7 @@ class TypedGraph:
         value = x.value.index_select(0, entry) * type_weight.reshape(
             -1).index_select(0, typ * C + col)
         if rho is not None:
-            value = value * rho.reshape(-1).index_select(
-                0, self.edge_src.index_select(0, edge) *
-                self.num_edge_types + typ)
+            value = value * rho.at(self.edge_src.index_select(0, edge), typ)
         if removed is not None and work > 0:
             left_out = self._left_out(x, removed, first, work)
             if left_out is not None:

@@ -3,6 +3,7 @@ import torch
 
 from conftest import dense_operators
 from pyg_degreembed import DegreEmbedReasoner, RuleReasoner, TypedGraph
+from pyg_degreembed.typed_graph import SourceWeights
 from pyg_degreembed.kg import inverse_relation
 
 
@@ -12,6 +13,8 @@ def reference_scores(model, edge_index, edge_type, N, head, relation,
     K, R = model.num_edge_types, model.num_relations
     graph = TypedGraph(edge_index, edge_type, N, K)
     rho = model.edge_weight(graph)
+    if rho is not None:
+        rho = SourceWeights.wrap(rho).to_dense()
     attention = model.operator_attention(relation).double()
     out = []
     for b in range(head.numel()):

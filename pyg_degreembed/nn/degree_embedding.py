@@ -5,6 +5,7 @@ from torch import Tensor
 from torch.nn import LSTM, Embedding, Linear, Module
 
 from ..features import DegreeSets, PrefixTrie
+from ..typed_graph import SourceWeights
 from .trie_lstm import TrieLSTM
 
 
@@ -122,9 +123,16 @@ class DegreeEmbedding(Module):
                 only they can be the source of an edge that is used).
                 (default: :obj:`None`, all rows)
         """
+        return self.source_weights(degree, nodes).to_dense()
+
+    def source_weights(self, degree: DegreeSets,
+                       nodes: Optional[Tensor] = None) -> SourceWeights:
+        r""":math:`\rho` as in :meth:`forward`, held once per degree-type
+        set (:class:`~pyg_degreembed.typed_graph.SourceWeights`), so that
+        nothing is computed or stored per entity."""
         if nodes is None:
             rho = torch.softmax(self.lin(self.embed_sets(degree)), dim=-1)
-            return rho.index_select(0, degree.index)
+            return SourceWeights(rho, degree.index)
         sets = torch.unique(degree.index[nodes])
         rho = torch.softmax(self.lin(self.embed_sets(degree, sets)), dim=-1)
         # Row of each set in `rho`; sets not computed point to a zero row.
@@ -132,7 +140,7 @@ class DegreeEmbedding(Module):
                          dtype=torch.long, device=sets.device)
         row[sets] = torch.arange(sets.numel(), device=sets.device)
         rho = torch.cat([rho, rho.new_zeros(1, rho.size(1))])
-        return rho.index_select(0, row[degree.index])
+        return SourceWeights(rho, row[degree.index])
 
     def __repr__(self) -> str:
         return (f'{self.__class__.__name__}({self.num_edge_types}, '

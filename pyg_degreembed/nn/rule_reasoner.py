@@ -6,7 +6,7 @@ from torch.nn import LSTM, Embedding, Linear, Module, ModuleList
 from torch.utils.checkpoint import checkpoint
 
 from ..kg import inverse_relation
-from ..typed_graph import Signals, TypedGraph
+from ..typed_graph import Signals, SourceWeights, TypedGraph
 from .degree_embedding import DegreeEmbedding
 
 
@@ -119,7 +119,9 @@ class RuleReasoner(Module):
     def edge_weight(self, graph: TypedGraph,
                     nodes: Optional[Tensor] = None) -> Optional[Tensor]:
         r"""The per-source weight :math:`\rho` of every edge type, shape
-        :obj:`[N, K]`, or :obj:`None` for plain adjacency matrices.
+        :obj:`[N, K]` (a tensor or
+        :class:`~pyg_degreembed.typed_graph.SourceWeights`), or :obj:`None`
+        for plain adjacency matrices.
 
         Args:
             graph (TypedGraph): The observed graph.
@@ -319,5 +321,5 @@ class DegreEmbedReasoner(RuleReasoner):
     has_edge_weight = True
 
     def edge_weight(self, graph: TypedGraph,
-                    nodes: Optional[Tensor] = None) -> Tensor:
-        return self.degree_embedding(graph.degree, nodes)
+                    nodes: Optional[Tensor] = None) -> SourceWeights:
+        return self.degree_embedding.source_weights(graph.degree, nodes)
