@@ -10,12 +10,12 @@ from .nn import DegreeEmbedding, DegreEmbedReasoner, RuleReasoner
 from .rules import Rule, extract_rules
 from .runtime import retain_freed_memory
 from .training import FitResult, fit, rule_loss
-from .typed_graph import Signals, TypedGraph
+from .typed_graph import Signals, SourceWeights, TypedGraph
 from .version import __version__
 
 __all__ = [
     'DegreeEmbedding', 'RuleReasoner', 'DegreEmbedReasoner', 'TypedGraph',
-    'Signals', 'DegreeSets', 'degree_sets', 'load_neural_lp',
+    'Signals', 'SourceWeights', 'DegreeSets', 'degree_sets', 'load_neural_lp',
     'KGFormatError', 'KGBenchmark', 'bundled_path', 'from_edge_index',
     'from_hetero_data', 'to_hetero_data', 'TrueAnswers', 'Ranks',
     'filtered_ranks', 'compute_ranks', 'evaluate', 'fit', 'FitResult',
