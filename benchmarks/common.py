@@ -32,6 +32,7 @@ def machine() -> dict:
                     break
     except OSError:
         pass
+
     def git(*args):
         return subprocess.run(['git', *args], capture_output=True, text=True,
                               cwd=os.path.dirname(RESULTS)).stdout.strip()
@@ -145,8 +146,8 @@ def hits_bars(ax, runs, title: str):
 def metric_cells(run) -> str:
     r"""Test MRR and Hits@1/3/10 (%, realistic ties) as table cells."""
     m = run['test']['realistic']
-    return f'{m["mrr"]:.3f} | ' + ' | '.join(f'{100 * m[k]:.1f}'
-                                            for k in HITS)
+    hits = ' | '.join(f'{100 * m[k]:.1f}' for k in HITS)
+    return f'{m["mrr"]:.3f} | {hits}'
 
 
 def save_figure_and_table(name: str, fig, lines, script: str):

@@ -19,9 +19,10 @@ T = 3, 128-d, batch 128, both query directions, nll loss, Adam, clipping):
 
 Every dataset is measured with retain_freed_memory() (what the command
 line does); the training epoch is also timed with the allocator's defaults,
-in the same run, and the ratio is reported.  torch-scatter / torch-sparse are reported when installed,
-but no code path of the package calls them (its kernels are torch's own
-index_add / sparse CSR products), so there is no "with accelerators" column.
+in the same run, and the ratio is reported.  torch-scatter / torch-sparse
+are reported when installed, but no code path of the package calls them
+(its kernels are torch's own index_add / sparse CSR products), so there is
+no "with accelerators" column.
 Writes benchmarks/results/speed.json and speed.md, and the table in
 README.md.
 """

@@ -15,9 +15,10 @@ def retain_freed_memory(threshold: int = 2**31 - 1) -> bool:
     above 32 MB with a fresh :obj:`mmap` and returns it on free, so each
     training step page-faults its large buffers in again: a DegreEmbed step
     on FB15k-237 takes 1.07 s without this setting and 0.81 s with it, a
-    WN18 epoch 67 s and 34 s (:obj:`benchmarks/speed.py`).  After this call, blocks up to
-    :obj:`threshold` bytes come from the heap, and the heap is not trimmed,
-    so the resident set stays at its peak instead of shrinking.
+    WN18 epoch 67 s and 34 s (:obj:`benchmarks/speed.py`).  After this
+    call, blocks up to :obj:`threshold` bytes come from the heap, and the
+    heap is not trimmed, so the resident set stays at its peak instead of
+    shrinking.
 
     It changes the whole process, which is why the library never calls it
     by itself; the command line and the benchmarks do.  Setting the

@@ -442,8 +442,9 @@ class TypedGraph:
 
     def _left_out(self, x: Signals, removed, first: Tensor,
                   work: int) -> Optional[Tensor]:
-        # Which expanded elements travel along a left-out edge.  Found from the few left-out edges, not by testing every
-        # element: the edges of entry (i, c) are contiguous.
+        # Which expanded elements travel along a left-out edge.  Found from
+        # the few left-out edges, not by testing every element: the edges of
+        # entry (i, c) are contiguous.
         C = x.num_columns
         lo, hi = removed
         col = torch.arange(C, device=lo.device).view(-1, 1).expand_as(lo)
