@@ -22,7 +22,7 @@ import os
 
 import torch
 from torch import Tensor
-from torch.nn import Linear
+from torch.nn import Linear, Module
 from torch_geometric import seed_everything
 
 from common import (RESULTS, figure, fit_and_test, hits_bars, load_benchmark,
@@ -33,19 +33,19 @@ from reproduce import KGE_MODELS, RULE_EPOCHS, train_kge
 FOLDER = os.path.join(RESULTS, 'ablation')
 
 
-class PretrainedEmbeddingReasoner(RuleReasoner):
-    r"""DegreEmbed with :math:`\rho_e = \mathrm{softmax}(\mathbf{W}
+class PretrainedEdgeWeight(Module):
+    r"""The edge weight :math:`\rho_e = \mathrm{softmax}(\mathbf{W}
     \mathbf{x}_e + \mathbf{b})` from fixed entity features
-    :math:`\mathbf{x}` of shape :obj:`[N, F]` instead of the degree
-    embedding."""
-    has_edge_weight = True
-
-    def __init__(self, num_relations: int, features: Tensor, **kwargs):
-        super().__init__(num_relations, **kwargs)
+    :math:`\mathbf{x}` of shape :obj:`[N, F]`, in place of the degree
+    embedding (DegreEmbed is :obj:`RuleReasoner(...,
+    edge_weight=DegreeEmbedding(2R))`; this is the same reasoner with this
+    module)."""
+    def __init__(self, num_edge_types: int, features: Tensor):
+        super().__init__()
         self.register_buffer('features', features.detach().clone())
-        self.lin = Linear(features.size(1), self.num_edge_types)
+        self.lin = Linear(features.size(1), num_edge_types)
 
-    def edge_weight(self, graph: TypedGraph, nodes=None) -> Tensor:
+    def source_weights(self, graph: TypedGraph, nodes=None) -> Tensor:
         return torch.softmax(self.lin(self.features), dim=-1)
 
 
@@ -57,14 +57,15 @@ def entity_features(kge) -> Tensor:
 
 
 def run(dataset: str, kge_name: str, seed: int, kge_epochs: int):
-    data, graph, true_answers = load_benchmark(dataset)
-    scorer, kge_info = train_kge(KGE_MODELS[kge_name][1], data, graph,
-                                 true_answers, seed, max_epochs=kge_epochs)
+    data = load_benchmark(dataset)
+    scorer, kge_info = train_kge(KGE_MODELS[kge_name][1], data, seed,
+                                 max_epochs=kge_epochs)
     seed_everything(seed)
-    model = PretrainedEmbeddingReasoner(data.num_relations,
-                                        entity_features(scorer.kge),
-                                        num_steps=2, rank=3)
-    info = fit_and_test(model, data, graph, true_answers,
+    model = RuleReasoner(data.num_relations, num_steps=2, rank=3,
+                         edge_weight=PretrainedEdgeWeight(
+                             2 * data.num_relations,
+                             entity_features(scorer.kge)))
+    info = fit_and_test(model, data,
                         RULE_EPOCHS[dataset], seed)
     path = save_run(
         os.path.join('ablation',

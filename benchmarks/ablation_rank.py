@@ -25,10 +25,10 @@ FOLDER = os.path.join(RESULTS, 'ablation')
 
 
 def run(dataset: str, rank: int, seed: int):
-    data, graph, true_answers = load_benchmark(dataset)
+    data = load_benchmark(dataset)
     seed_everything(seed)
     model = DegreEmbedReasoner(data.num_relations, num_steps=2, rank=rank)
-    info = fit_and_test(model, data, graph, true_answers,
+    info = fit_and_test(model, data,
                         RULE_EPOCHS[dataset], seed)
     path = save_run(
         os.path.join('ablation', f'rank-{dataset}-T{rank}-seed{seed}.json'),

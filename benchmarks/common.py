@@ -11,11 +11,10 @@ import time
 import torch
 import torch_geometric
 
-from pyg_degreembed import TrueAnswers, TypedGraph, compute_ranks, fit
+from pyg_degreembed import compute_ranks, fit
 from pyg_degreembed.checkpoint import save_json
 from pyg_degreembed.datasets import BUNDLED, load_dataset
 from pyg_degreembed.evaluation import TIE_POLICIES
-from pyg_degreembed.kg import all_triples, split_triples
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'results')
 SHARED = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..',
@@ -75,17 +74,12 @@ def save_run(name: str, fields: dict, info: dict) -> str:
 
 
 def load_benchmark(name: str):
-    r"""A bundled dataset by name, or a folder of :obj:`../shared/datasets`;
-    returns the KG, its observed graph and the filter of known answers."""
+    r"""A bundled dataset by name, or a folder of
+    :obj:`../shared/datasets`."""
     folder = name if name in BUNDLED else os.path.join(SHARED, name)
     if not os.path.isdir(folder) and name not in BUNDLED:
         raise SystemExit(f'{name}: no folder at {os.path.normpath(SHARED)}')
-    data = load_dataset(folder)
-    graph = TypedGraph(data.edge_index, data.edge_type, data.num_nodes,
-                       2 * data.num_relations)
-    true_answers = TrueAnswers(all_triples(data), data.num_nodes,
-                               data.num_relations)
-    return data, graph, true_answers
+    return load_dataset(folder)
 
 
 def test_metrics(ranks) -> dict:
@@ -94,7 +88,7 @@ def test_metrics(ranks) -> dict:
                   if k != 'per_relation'} for tie in TIE_POLICIES}
 
 
-def fit_and_test(model, data, graph, true_answers, epochs: int, seed: int,
+def fit_and_test(model, data, epochs: int, seed: int,
                  **fit_kwargs) -> dict:
     r"""Trains a rule reasoner with :func:`pyg_degreembed.fit` (the paper's
     settings unless :obj:`fit_kwargs` say otherwise, early stopping on
@@ -105,8 +99,7 @@ def fit_and_test(model, data, graph, true_answers, epochs: int, seed: int,
                  progress=False, **fit_kwargs)
     train_seconds = time.perf_counter() - start
     start = time.perf_counter()
-    ranks = compute_ranks(model, graph, split_triples(data, 'test'),
-                          true_answers, batch_size=256)
+    ranks = compute_ranks(model, data, 'test', batch_size=256)
     return {'epochs': len(result.history),
             'best_epoch': result.best_epoch,
             'best_valid_mrr': result.best_valid_mrr,

@@ -15,11 +15,11 @@ import argparse
 from torch_geometric import seed_everything
 
 from common import machine, write_json
-from pyg_degreembed import (DegreEmbedReasoner, TrueAnswers, TypedGraph,
-                            compute_ranks, fit)
+from pyg_degreembed import (DegreeEmbedding, DegreEmbedReasoner,
+                            RuleReasoner, compute_ranks, fit)
 from pyg_degreembed.datasets import load_dataset
 from pyg_degreembed.features import degree_sets
-from pyg_degreembed.kg import add_inverse_edges, all_triples, split_triples
+from pyg_degreembed.kg import add_inverse_edges, all_triples
 
 parser = argparse.ArgumentParser()
 parser.add_argument('--dataset', default='kinship')
@@ -34,24 +34,26 @@ leaky = degree_sets(*add_inverse_edges(everything[[0, 2]], everything[1], R),
                     N, 2 * R)
 
 
-class LeakyDegreEmbed(DegreEmbedReasoner):
-    r"""DegreEmbed whose degree features come from every split."""
-    def edge_weight(self, graph, nodes=None):
-        return self.degree_embedding(leaky, nodes)
+class LeakyDegreeEmbedding(DegreeEmbedding):
+    r"""A degree embedding whose degree features come from every split."""
+    def source_weights(self, graph, nodes=None):
+        return self.weights_of_sets(leaky, nodes)
+
+
+def leaky_degreembed(num_relations):
+    return RuleReasoner(num_relations,
+                        edge_weight=LeakyDegreeEmbedding(2 * num_relations))
 
 
 result = {'dataset': args.dataset, 'machine': machine(), 'runs': []}
-graph = TypedGraph(data.edge_index, data.edge_type, N, 2 * R)
-true_answers = TrueAnswers(everything, N, R)
 for seed in args.seeds:
-    for label, cls in (('observed graph', DegreEmbedReasoner),
-                       ('all splits (leaky)', LeakyDegreEmbed)):
+    for label, build in (('observed graph', DegreEmbedReasoner),
+                         ('all splits (leaky)', leaky_degreembed)):
         seed_everything(seed)
-        model = cls(R)
+        model = build(R)
         fit_result = fit(model, data, epochs=args.epochs, patience=3,
                          seed=seed, progress=False, log=None)
-        ranks = compute_ranks(model, graph, split_triples(data, 'test'),
-                              true_answers)
+        ranks = compute_ranks(model, data, 'test')
         row = {'features': label, 'seed': seed,
                'epochs': len(fit_result.history),
                'valid_mrr': fit_result.best_valid_mrr,

@@ -77,7 +77,7 @@ class KGEScorer(torch.nn.Module):
         return self.kge(h, rel, t).view(B, N)
 
 
-def train_kge(cls, data, graph, true_answers, seed, max_epochs=400,
+def train_kge(cls, data, seed, max_epochs=400,
               check_every=20, patience=2):
     seed_everything(seed)
     R = data.num_relations
@@ -96,7 +96,7 @@ def train_kge(cls, data, graph, true_answers, seed, max_epochs=400,
             kge.loss(h, r, t).backward()
             optimizer.step()
         if epoch % check_every == 0:
-            mrr = compute_ranks(scorer, graph, valid, true_answers,
+            mrr = compute_ranks(scorer, data, valid,
                                 batch_size=64).metrics()['mrr']
             if mrr > best:
                 best, best_epoch = mrr, epoch
@@ -109,22 +109,20 @@ def train_kge(cls, data, graph, true_answers, seed, max_epochs=400,
 
 
 def run(dataset, model_name, seed, epochs=None):
-    data, graph, true_answers = load_benchmark(dataset)
+    data = load_benchmark(dataset)
     if model_name in RULE_MODELS:
         _, cls, fixed = RULE_MODELS[model_name]
         seed_everything(seed)
         model = cls(data.num_relations, **{'num_steps': 2, 'rank': 3,
                                            **fixed})
-        info = fit_and_test(model, data, graph, true_answers,
+        info = fit_and_test(model, data,
                             epochs or RULE_EPOCHS[dataset], seed)
     else:
         start = time.perf_counter()
-        model, info = train_kge(KGE_MODELS[model_name][1], data, graph,
-                                true_answers, seed)
+        model, info = train_kge(KGE_MODELS[model_name][1], data, seed)
         info['train_seconds'] = time.perf_counter() - start
         start = time.perf_counter()
-        ranks = compute_ranks(model, graph, split_triples(data, 'test'),
-                              true_answers, batch_size=64)
+        ranks = compute_ranks(model, data, 'test', batch_size=64)
         info['test_seconds'] = time.perf_counter() - start
         info['test'] = test_metrics(ranks)
     path = save_run(

@@ -27,8 +27,8 @@ from scipy.stats import spearmanr
 from torch_geometric import seed_everything
 
 from common import RESULTS, machine, write_json
-from pyg_degreembed import (DegreEmbedReasoner, RuleReasoner, TypedGraph,
-                            fit, load_neural_lp)
+from pyg_degreembed import (DegreEmbedReasoner, RuleReasoner, fit,
+                            load_neural_lp)
 from pyg_degreembed.datasets import bundled_path
 from pyg_degreembed.plot import plot_entity_embedding
 from pyg_degreembed.rules import Rule, rule_confidence
@@ -50,14 +50,13 @@ eta = {(s.relation, s.pattern): s.comprehensive
 
 result = {'dataset': args.dataset, 'epochs': args.epochs, 'seed': args.seed,
           'machine': machine(), 'models': {}}
-graph = TypedGraph(data.edge_index, data.edge_type, data.num_nodes, K)
 for name, cls in (('DegreEmbed', DegreEmbedReasoner), ('DRUM', RuleReasoner)):
     seed_everything(args.seed)
     model = cls(R, num_steps=L, rank=3)
     fit(model, data, epochs=args.epochs, progress=False, seed=args.seed)
     if name == 'DegreEmbed':
         plot_entity_embedding(
-            model, graph, os.path.join(
+            model, data, os.path.join(
                 RESULTS, f'embedding_tsne_{args.dataset}.png'),
             relation_names=names)
     per_relation = {}

@@ -53,14 +53,14 @@ MODELS = (('DegreEmbed', DegreEmbedReasoner), ('DRUM', RuleReasoner))
 DATASETS = list(BUNDLED) + ['wn18', 'fb15k-237']
 
 
-def time_training(model, graph, queries, args):
+def time_training(model, data, queries, args):
     head, relation, tail = queries
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
     generator = torch.Generator().manual_seed(0)
     batches = torch.randperm(head.numel(), generator=generator).split(128)
 
     def step(index):
-        loss = nll_loss(model.score(graph, head[index], relation[index],
+        loss = nll_loss(model.score(data, head[index], relation[index],
                                     tail[index]))
         optimizer.zero_grad()
         loss.backward()
@@ -87,23 +87,24 @@ def time_training(model, graph, queries, args):
             'timed_batches': len(times), 'batch_seconds': times}
 
 
-def time_evaluation(model, graph, data, true_answers):
+def time_evaluation(model, data):
     test = split_triples(data, 'test')
     start = time.perf_counter()
-    compute_ranks(model, graph, test, true_answers, batch_size=256)
+    compute_ranks(model, data, 'test', batch_size=256)
     seconds = time.perf_counter() - start
     return {'test_queries': 2 * test.size(1), 'test_seconds': seconds,
             'queries_per_second': 2 * test.size(1) / seconds}
 
 
-def time_kernel(model, graph, queries, repeats=5):
+def time_kernel(model, data, queries, repeats=5):
     r"""Forward + backward of each hop, the signals of a training batch
     (128 queries x T columns) with the model's attention and rho."""
+    graph = model.graph(data)
     head, relation, _ = (q[:128] for q in queries)
     K, T = graph.num_edge_types, model.rank
     with torch.no_grad():
         attention = model.operator_attention(relation)  # [B, T, L, K + 1]
-        rho = SourceWeights.wrap(model.edge_weight(graph))
+        rho = model.source_weights(graph)
     a = attention.flatten(0, 1).permute(1, 2, 0)  # [L, K + 1, C]
     out = {}
     for mode in ('sparse', 'dense'):
@@ -127,7 +128,7 @@ def time_kernel(model, graph, queries, repeats=5):
 
 
 def worker(dataset, args, training_only=False):
-    data, graph, true_answers = load_benchmark(dataset)
+    data = load_benchmark(dataset)
     queries = both_directions(split_triples(data, 'train'),
                               data.num_relations)
     result = {'dataset': dataset, 'num_nodes': data.num_nodes,
@@ -136,10 +137,10 @@ def worker(dataset, args, training_only=False):
     for label, cls in MODELS:
         seed_everything(0)
         model = cls(data.num_relations, num_steps=2, rank=3)
-        entry = time_training(model, graph, queries, args)
+        entry = time_training(model, data, queries, args)
         if not training_only:
-            entry.update(time_evaluation(model, graph, data, true_answers))
-            entry['kernel'] = time_kernel(model, graph, queries)
+            entry.update(time_evaluation(model, data))
+            entry['kernel'] = time_kernel(model, data, queries)
         result['models'][label] = entry
     result['peak_rss_gb'] = resource.getrusage(
         resource.RUSAGE_SELF).ru_maxrss / 1e6

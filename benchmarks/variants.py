@@ -36,14 +36,14 @@ VARIANTS = {
 
 
 def run(dataset: str, variant: str, seed: int):
-    data, graph, true_answers = load_benchmark(dataset)
+    data = load_benchmark(dataset)
     model_kwargs, fit_kwargs = VARIANTS[variant]
     seed_everything(seed)
     model = DegreEmbedReasoner(data.num_relations,
                                **{'num_steps': 2, 'rank': 3, **model_kwargs})
     if variant == 'frozen-rho':
-        model.degree_embedding.requires_grad_(False)
-    info = fit_and_test(model, data, graph, true_answers,
+        model.edge_weight.requires_grad_(False)
+    info = fit_and_test(model, data,
                         RULE_EPOCHS[dataset], seed, **fit_kwargs)
     path = save_run(
         os.path.join('variants', f'{dataset}-{variant}-seed{seed}.json'),

@@ -12,10 +12,8 @@ import time
 import torch
 from torch_geometric import seed_everything
 
-from pyg_degreembed import (DegreEmbedReasoner, TrueAnswers, TypedGraph,
-                            bundled_path, compute_ranks, extract_rules, fit,
-                            load_neural_lp)
-from pyg_degreembed.kg import all_triples, split_triples
+from pyg_degreembed import (DegreEmbedReasoner, bundled_path, compute_ranks,
+                            extract_rules, fit, load_neural_lp)
 
 parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 parser.add_argument('--dataset', default='family',
@@ -42,13 +40,7 @@ result = fit(model, data, epochs=args.epochs, patience=args.patience,
 print(f'trained in {time.perf_counter() - start:.1f}s; best epoch '
       f'{result.best_epoch} (valid MRR {result.best_valid_mrr:.4f})')
 
-device = torch.device(args.device)
-graph = TypedGraph(data.edge_index, data.edge_type, data.num_nodes,
-                   2 * data.num_relations).to(device)
-true_answers = TrueAnswers(all_triples(data), data.num_nodes,
-                           data.num_relations)
-ranks = compute_ranks(model, graph, split_triples(data, 'test'),
-                      true_answers)
+ranks = compute_ranks(model, data, 'test')
 print('\nfiltered test metrics (both directions pooled)')
 print(f"{'ties':<12}{'MRR':>8}{'MR':>9}{'H@1':>8}{'H@3':>8}{'H@10':>8}")
 for tie in ('realistic', 'optimistic'):

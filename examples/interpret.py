@@ -11,9 +11,8 @@ import os
 import torch
 from torch_geometric import seed_everything
 
-from pyg_degreembed import (DegreEmbedReasoner, TypedGraph, bundled_path,
-                            fit, load_neural_lp)
-from pyg_degreembed.explain import explain
+from pyg_degreembed import (DegreEmbedReasoner, bundled_path, explain, fit,
+                            load_neural_lp)
 from pyg_degreembed.kg import relation_name
 from pyg_degreembed.saturation import saturation, saturation_table
 
@@ -41,17 +40,15 @@ with open(os.path.join(args.out, 'family_rules.json'), 'w') as f:
               f, indent=1)
 
 print('\n## Explanation of a correct test prediction')
-graph = TypedGraph(data.edge_index, data.edge_type, data.num_nodes,
-                   2 * data.num_relations)
 test = data.test_edge_index
 with torch.no_grad():
     for i in range(test.size(1)):
         h, r, t = int(test[0, i]), int(data.test_edge_type[i]), \
             int(test[1, i])
-        scores = model(graph, torch.tensor([h]), torch.tensor([r]))[0]
+        scores = model(data, torch.tensor([h]), torch.tensor([r]))[0]
         if int(scores.argmax()) == t and names[r] == 'brother':
             break
-result = explain(model, graph, h, r, t)
+result = explain(model, data, h, r, t)
 entities = data.entity_names
 print(f'query {names[r]}({entities[h]}, ?): top answer {entities[t]} '
       f'(a test triple), model score {float(scores[t]):.6f}')

@@ -1,12 +1,14 @@
 r"""pyg_degreembed: interpretable rule learning on knowledge graphs with
 PyTorch Geometric (DegreEmbed, DRUM, Neural LP)."""
-from .convert import from_edge_index, from_hetero_data, to_hetero_data
+from .convert import as_kg, from_edge_index, from_hetero_data, to_hetero_data
 from .datasets import KGBenchmark, bundled_path
 from .evaluation import (Ranks, TrueAnswers, compute_ranks, evaluate,
                          filtered_ranks)
+from .explain import explain
 from .features import DegreeSets, degree_sets
 from .io import KGFormatError, load_neural_lp
 from .nn import DegreeEmbedding, DegreEmbedReasoner, RuleReasoner
+from .resolve import resolve_graph
 from .rules import Rule, extract_rules
 from .runtime import retain_freed_memory
 from .training import FitResult, fit, rule_loss
@@ -16,9 +18,9 @@ from .version import __version__
 __all__ = [
     'DegreeEmbedding', 'RuleReasoner', 'DegreEmbedReasoner', 'TypedGraph',
     'Signals', 'SourceWeights', 'DegreeSets', 'degree_sets', 'load_neural_lp',
-    'KGFormatError', 'KGBenchmark', 'bundled_path', 'from_edge_index',
-    'from_hetero_data', 'to_hetero_data', 'TrueAnswers', 'Ranks',
-    'filtered_ranks', 'compute_ranks', 'evaluate', 'fit', 'FitResult',
-    'rule_loss', 'Rule', 'extract_rules', 'retain_freed_memory',
-    '__version__'
+    'KGFormatError', 'KGBenchmark', 'bundled_path', 'as_kg',
+    'from_edge_index', 'from_hetero_data', 'to_hetero_data',
+    'resolve_graph', 'TrueAnswers', 'Ranks', 'filtered_ranks',
+    'compute_ranks', 'evaluate', 'explain', 'fit', 'FitResult', 'rule_loss',
+    'Rule', 'extract_rules', 'retain_freed_memory', '__version__'
 ]

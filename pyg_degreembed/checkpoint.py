@@ -4,8 +4,10 @@ and result files, written atomically.
 A checkpoint is a plain dictionary of tensors, numbers, strings, lists and
 dictionaries, so it loads with :obj:`torch.load(..., weights_only=True)`:
 
-* :obj:`format`, :obj:`library_version`
-* :obj:`model`: :obj:`{"class": ..., "config": {...}}` to rebuild the model
+* :obj:`format` (:obj:`2`), :obj:`library_version`
+* :obj:`model`: :obj:`{"class": ..., "config": {...}, "edge_weight":
+  None or {"class": ..., "config": {...}, "trainable": bool}}` to rebuild
+  the model (:func:`model_spec`)
 * :obj:`kg`: :obj:`num_nodes`, :obj:`num_relations`, :obj:`relation_names`
   and :obj:`source` (how the KG was loaded) of the training KG
 * :obj:`fit`: the arguments of :func:`~pyg_degreembed.fit`
@@ -15,6 +17,10 @@ dictionaries, so it loads with :obj:`torch.load(..., weights_only=True)`:
 
 Writes go to a temporary file in the same folder, then :func:`os.replace`,
 so a crash never leaves a half-written checkpoint.
+
+Format 1 (library versions before the edge weight became a constructor
+argument: :obj:`DegreEmbedReasoner` kept its layer as
+:obj:`degree_embedding`) is read and converted on load.
 """
 import json
 import os
@@ -23,7 +29,8 @@ from typing import Any, Callable, Dict
 
 import torch
 
-FORMAT = 1
+FORMAT = 2
+READABLE_FORMATS = (1, 2)
 
 
 class CheckpointError(ValueError):
@@ -66,7 +73,7 @@ def save_json(path: str, payload: Any):
 
 def load_checkpoint(path: str, map_location='cpu') -> Dict[str, Any]:
     r"""Reads a checkpoint written by :func:`save_checkpoint` (with
-    :obj:`weights_only=True`)."""
+    :obj:`weights_only=True`), converted to the current format."""
     if not os.path.isfile(path):
         raise CheckpointError(f'{path}: checkpoint file not found')
     try:
@@ -75,21 +82,71 @@ def load_checkpoint(path: str, map_location='cpu') -> Dict[str, Any]:
     except Exception as e:  # unpickling errors come in many types
         raise CheckpointError(f'{path}: not a readable checkpoint '
                               f'({type(e).__name__}: {e})') from None
-    if not isinstance(payload, dict) or payload.get('format') != FORMAT:
-        raise CheckpointError(f'{path}: not a pyg_degreembed checkpoint '
-                              f'(format {FORMAT})')
+    if not isinstance(payload, dict) or \
+            payload.get('format') not in READABLE_FORMATS:
+        found = payload.get('format') if isinstance(payload, dict) else None
+        raise CheckpointError(
+            f'{path}: not a pyg_degreembed checkpoint of a format this '
+            f'version reads ({", ".join(map(str, READABLE_FORMATS))}; '
+            f'found {found!r})')
+    if payload['format'] == 1:
+        payload = _from_format_1(payload)
     return payload
+
+
+def _from_format_1(payload: Dict[str, Any]) -> Dict[str, Any]:
+    # Format 1 named the model class (DegreEmbedReasoner or RuleReasoner)
+    # and kept the degree embedding as the submodule 'degree_embedding'.
+    spec, config = payload['model'], dict(payload['model']['config'])
+    edge_weight = None
+    if spec['class'] == 'DegreEmbedReasoner':
+        edge_weight = {'class': 'DegreeEmbedding', 'trainable': True,
+                       'config': dict(
+                           num_edge_types=2 * config['num_relations'],
+                           embedding_dim=config['embedding_dim'],
+                           hidden_channels=config['hidden_channels'])}
+    elif spec['class'] != 'RuleReasoner':
+        raise CheckpointError(f"Unknown model class {spec['class']!r}")
+    state = dict(payload['state'])
+    for key in ('model', 'best_model'):
+        state[key] = {name.replace('degree_embedding.', 'edge_weight.', 1):
+                      value for name, value in state[key].items()}
+    return {**payload, 'format': FORMAT, 'state': state,
+            'model': {'class': 'RuleReasoner', 'config': config,
+                      'edge_weight': edge_weight}}
+
+
+def model_spec(model) -> Dict[str, Any]:
+    r"""What a checkpoint records to rebuild :obj:`model`: the reasoner's
+    constructor arguments and the class, arguments and trainability of its
+    edge weight (:obj:`config` is :obj:`None` for a module without a
+    :obj:`config()` method, which then cannot be rebuilt from the file)."""
+    weight = model.edge_weight
+    if weight is not None:
+        config = weight.config() if hasattr(weight, 'config') else None
+        weight = {'class': type(weight).__name__, 'config': config,
+                  'trainable': any(p.requires_grad
+                                   for p in weight.parameters())}
+    return {'class': 'RuleReasoner', 'config': model.config(),
+            'edge_weight': weight}
 
 
 def model_from_checkpoint(payload: Dict[str, Any], best: bool = True):
     r"""Rebuilds the model of a checkpoint with its best (or last)
     weights."""
-    from . import nn
+    from .nn import DegreeEmbedding, RuleReasoner
     spec = payload['model']
-    cls = getattr(nn, spec['class'], None)
-    if cls is None:
-        raise CheckpointError(f"Unknown model class {spec['class']!r}")
-    model = cls(**spec['config'])
+    edge_weight = spec['edge_weight']
+    if edge_weight is not None:
+        if edge_weight['class'] != 'DegreeEmbedding' or \
+                edge_weight['config'] is None:
+            raise CheckpointError(
+                f"The model's edge weight is a {edge_weight['class']}, which "
+                'cannot be rebuilt from the file: build the model yourself '
+                "and load payload['state']['best_model']")
+        edge_weight = DegreeEmbedding(**edge_weight['config'])
+        edge_weight.requires_grad_(spec['edge_weight']['trainable'])
+    model = RuleReasoner(**spec['config'], edge_weight=edge_weight)
     state = payload['state']
     model.load_state_dict(state['best_model'] if best else state['model'])
     return model

@@ -4,9 +4,11 @@ r"""The :obj:`pyg-degreembed` command line.
 
     pyg-degreembed train --dataset family --checkpoint runs/family.pt
     pyg-degreembed evaluate --checkpoint runs/family.pt
-    pyg-degreembed predict --checkpoint runs/family.pt --head 1 --relation brother
+    pyg-degreembed predict --checkpoint runs/family.pt --head 1 \
+        --relation brother
     pyg-degreembed rules --checkpoint runs/family.pt --relation aunt
-    pyg-degreembed explain --checkpoint runs/family.pt --head 1 --relation brother --tail 3
+    pyg-degreembed explain --checkpoint runs/family.pt --head 1 \
+        --relation brother --tail 3
     pyg-degreembed saturation --dataset family --relation brother
     pyg-degreembed plot --checkpoint runs/family.pt --out embedding.png
 
@@ -24,15 +26,14 @@ from .checkpoint import (CheckpointError, check_kg, load_checkpoint,
                          model_from_checkpoint, save_json)
 from .datasets import load_dataset
 from .distributed import init_from_env, world
-from .evaluation import TIE_POLICIES, TrueAnswers, compute_ranks
+from .evaluation import TIE_POLICIES, compute_ranks
 from .explain import explain
 from .io import KGFormatError
-from .kg import all_triples, relation_name, split_triples
+from .kg import relation_name
 from .nn import DegreEmbedReasoner, RuleReasoner
 from .runtime import retain_freed_memory
 from .saturation import saturation, saturation_table
 from .training import fit
-from .typed_graph import TypedGraph
 
 MODELS = {
     'degreembed': (DegreEmbedReasoner, {}),
@@ -169,7 +170,7 @@ def cmd_train(args):
     # CPU, NCCL on GPUs; process 0 prints and writes.
     if init_from_env() and torch.cuda.is_available():
         args.device = f'cuda:{torch.cuda.current_device()}'
-    rank = world()[1]
+    process = world()[1]
     data = load_dataset(args.dataset)
     cls, fixed = MODELS[args.model]
     config = dict(num_steps=args.steps, rank=args.rank,
@@ -181,7 +182,7 @@ def cmd_train(args):
                                                  f'{name}-{args.model}.pt')
     seed_everything(args.seed)
     model = cls(data.num_relations, **config)
-    if rank == 0:
+    if process == 0:
         print(f'{data.num_nodes} entities, {data.num_relations} relations, '
               f'{data.train_edge_type.numel()} training triples; {model}')
     fit(model, data, epochs=args.epochs, batch_size=args.batch_size,
@@ -189,39 +190,36 @@ def cmd_train(args):
         device=torch.device(args.device), progress=not args.no_progress,
         checkpoint=checkpoint, resume=args.resume)
     json_path = args.json or os.path.splitext(checkpoint)[0] + '.json'
-    if rank == 0:
+    if process == 0:
         print(f'checkpoint: {checkpoint}')
-    _report(model, data, 'test', torch.device(args.device),
-            json_path, quiet=rank != 0)
+    _report(model, data, 'test', json_path, quiet=process != 0)
 
 
 def cmd_evaluate(args):
-    model, data, device = _load(args)
-    _report(model, data, args.split, device, args.json)
+    model, data = _load(args)
+    _report(model, data, args.split, args.json)
 
 
 def cmd_predict(args):
-    model, data, device = _load(args)
+    model, data = _load(args)
     head = _entity(data, args.head)
     relation = _relation(data, args.relation)
-    graph = _graph(data, device)
-    scores = model(graph, torch.tensor([head], device=device),
-                   torch.tensor([relation], device=device))[0].cpu()
+    scores = model(data, [head], [relation])[0].cpu()
     k = min(args.k, data.num_nodes)
     values, index = scores.topk(k)
     print(f'{args.head} {relation_name(data, relation)} ?')
     print(f"{'rank':>4}  {'score':>10}  entity")
-    for rank, (value, e) in enumerate(zip(values.tolist(), index.tolist()),
-                                      start=1):
+    for place, (value, e) in enumerate(zip(values.tolist(),
+                                           index.tolist()), start=1):
         if value <= 0:
-            print(f'      (the other {data.num_nodes - rank + 1} entities '
+            print(f'      (the other {data.num_nodes - place + 1} entities '
                   'score 0)')
             break
-        print(f'{rank:>4}  {value:10.4g}  {data.entity_names[e]}')
+        print(f'{place:>4}  {value:10.4g}  {data.entity_names[e]}')
 
 
 def cmd_rules(args):
-    model, data, _ = _load(args)
+    model, data = _load(args)
     rules = (model.rules(_relation(data, args.relation), args.k)
              if args.relation else
              model.rules(k=args.k, inverse=not args.no_inverse))
@@ -239,10 +237,10 @@ def cmd_rules(args):
 
 
 def cmd_explain(args):
-    model, data, device = _load(args)
+    model, data = _load(args)
     head, tail = _entity(data, args.head), _entity(data, args.tail)
     relation = _relation(data, args.relation)
-    result = explain(model, _graph(data, device), head, relation, tail)
+    result = explain(model, data, head, relation, tail)
     print(f'score of {args.tail} for ({args.head}, '
           f'{relation_name(data, relation)}, ?): {result.score:.4g}')
     for path in result.paths[:args.k]:
@@ -271,8 +269,8 @@ def cmd_saturation(args):
 
 def cmd_plot(args):
     from .plot import plot_entity_embedding
-    model, data, device = _load(args)
-    plot_entity_embedding(model, _graph(data, device), args.out,
+    model, data = _load(args)
+    plot_entity_embedding(model, data, args.out,
                           top=args.top,
                           relation_names=list(data.relation_names))
     print(f'plot: {args.out}')
@@ -286,15 +284,9 @@ def _load(args):
                        'pass --dataset')
     data = load_dataset(source)
     check_kg(payload, data, args.checkpoint)
-    device = torch.device(args.device)
-    model = model_from_checkpoint(payload).to(device)
+    model = model_from_checkpoint(payload).to(torch.device(args.device))
     model.eval()
-    return model, data, device
-
-
-def _graph(data, device):
-    return TypedGraph(data.edge_index, data.edge_type, data.num_nodes,
-                      2 * data.num_relations).to(device)
+    return model, data
 
 
 def _entity(data, name: str) -> int:
@@ -310,17 +302,13 @@ def _relation(data, name: str) -> int:
         return names.index(name)
     if name.startswith('inv_') and name[4:] in names:
         return names.index(name[4:]) + data.num_relations
+    more = ', ...' if len(names) > 10 else ''
     raise CLIError(f"unknown relation {name!r} (known: "
-                   f"{', '.join(names[:10])}{', ...' if len(names) > 10 else ''}"
-                   ')')
+                   f"{', '.join(names[:10])}{more})")
 
 
-def _report(model, data, split, device, json_path, quiet=False):
-    graph = _graph(data, device)
-    true_answers = TrueAnswers(all_triples(data), data.num_nodes,
-                               data.num_relations)
-    ranks = compute_ranks(model, graph, split_triples(data, split),
-                          true_answers)
+def _report(model, data, split, json_path, quiet=False):
+    ranks = compute_ranks(model, data, split)
     metrics = {tie: ranks.metrics(tie, list(data.relation_names))
                for tie in TIE_POLICIES}
     if quiet:

@@ -1,13 +1,16 @@
 r"""Conversion between the KG :class:`~torch_geometric.data.Data` layout
-(:mod:`pyg_degreembed.kg`), plain typed edge lists and
-:class:`~torch_geometric.data.HeteroData` (one edge type per relation)."""
-from typing import Dict, List, Optional, Sequence
+(:mod:`pyg_degreembed.kg`), plain typed edge lists,
+:class:`~torch_geometric.data.HeteroData` (one edge type per relation) and
+the layouts of PyG's own KG datasets (:func:`as_kg`)."""
+import os.path as osp
+from typing import Any, Dict, List, Optional, Sequence
 
 import torch
 from torch import Tensor
-from torch_geometric.data import Data, HeteroData
+from torch_geometric.data import Data, Dataset, HeteroData
 
-from .kg import GRAPH_SPLITS, SPLITS, check_shape, kg_data, split_triples
+from .kg import (GRAPH_SPLITS, SPLITS, check_shape, index_tensor, kg_data,
+                 split_triples)
 
 NODE_TYPE = 'entity'
 
@@ -37,8 +40,8 @@ def from_edge_index(
         entity_names (List[str], optional): Entity names.
         relation_names (List[str], optional): Relation names.
     """
-    edge_index = torch.as_tensor(edge_index, dtype=torch.long)
-    edge_type = torch.as_tensor(edge_type, dtype=torch.long)
+    edge_index = index_tensor(edge_index, 'edge_index')
+    edge_type = index_tensor(edge_type, 'edge_type')
     if edge_index.dim() != 2 or edge_index.size(0) != 2 or \
             edge_type.shape != (edge_index.size(1), ):
         raise ValueError(f"Expected 'edge_index' of shape [2, E] and "
@@ -124,3 +127,138 @@ def from_hetero_data(data: HeteroData) -> Data:
             ]))
     triples = {s: torch.cat(v, dim=1) for s, v in splits.items() if v}
     return kg_data(len(names), len(relations), triples, names, relations)
+
+
+def as_kg(kg: Any) -> Data:
+    r"""Returns any supported knowledge graph in the library's layout
+    (:mod:`pyg_degreembed.kg`); :func:`~pyg_degreembed.fit`,
+    :func:`~pyg_degreembed.evaluate` and the models call it on what they are
+    given.  Accepted, and how each is read:
+
+    * a :obj:`Data` in the library's layout (:obj:`facts_edge_index`, ...,
+      :obj:`num_relations`): returned as it is;
+    * the layout of :class:`torch_geometric.datasets.RelLinkPredDataset`
+      (:obj:`{train,valid,test}_edge_index`/:obj:`_edge_type`, and
+      :obj:`edge_index`/:obj:`edge_type` holding the training triples and
+      their inverses typed :obj:`r + R`): the splits are kept and the
+      graph is the training triples.  Note that the dataset's
+      :obj:`num_relations` counts the inverse relations (:math:`2R`); the
+      result's :obj:`num_relations` is :math:`R`;
+    * the layout of :class:`torch_geometric.datasets.WordNet18RR` (one graph
+      with :obj:`train_mask`, :obj:`val_mask`, :obj:`test_mask`): the masked
+      edges are the train, valid and test triples; only the training
+      triples become graph edges;
+    * a sequence :obj:`(train, valid, test)` of :obj:`Data` (or datasets),
+      each with :obj:`edge_index`/:obj:`edge_type` in one id space, as
+      :class:`torch_geometric.datasets.FB15k_237` gives one per split;
+    * any other :obj:`Data` with :obj:`edge_index`/:obj:`edge_type` (no
+      inverses): its edges are the training triples
+      (:func:`from_edge_index`);
+    * a :class:`~torch_geometric.data.HeteroData` (:func:`from_hetero_data`);
+    * a dataset holding one graph (its :obj:`[0]`).  Names are taken from
+      it where it has them: :obj:`entities.dict`/:obj:`relations.dict` of a
+      :class:`~torch_geometric.datasets.RelLinkPredDataset`, the
+      :obj:`edge2id` of :class:`~torch_geometric.datasets.WordNet18RR`.
+
+    Without a :obj:`facts` split every training triple is both a graph edge
+    and a training query; each query never sees its own edge (see
+    :func:`~pyg_degreembed.fit`).  Relations are numbered by their
+    :obj:`edge_type` ids, :math:`R` is one more than the largest id used.
+    """
+    if isinstance(kg, (list, tuple)):
+        return _from_split_graphs(kg)
+    names: Dict[str, List[str]] = {}
+    if isinstance(kg, Dataset):
+        if len(kg) != 1:
+            raise ValueError(f'{kg} holds {len(kg)} graphs; a knowledge graph '
+                             'dataset holds one (pass a sequence (train, '
+                             'valid, test) for one dataset per split)')
+        names = _dataset_names(kg)
+        kg = kg[0]
+    if isinstance(kg, HeteroData):
+        return from_hetero_data(kg)
+    if not isinstance(kg, Data):
+        raise TypeError(f'Expected a knowledge graph (Data, HeteroData, a '
+                        f'dataset or (train, valid, test)), got '
+                        f'{type(kg).__name__}')
+    if 'facts_edge_index' in kg and 'num_relations' in kg:
+        return kg
+    for key in ('edge_index', 'edge_type'):
+        if key not in kg and 'train_edge_index' not in kg:
+            raise ValueError(f"The graph has no '{key}'")
+    if 'train_edge_index' in kg:
+        splits = {s: _triples(kg[f'{s}_edge_index'], kg[f'{s}_edge_type'],
+                              f'{s}_edge_index')
+                  for s in ('train', 'valid', 'test')
+                  if f'{s}_edge_index' in kg}
+    elif 'train_mask' in kg:
+        triples = _triples(kg.edge_index, kg.edge_type, 'edge_index')
+        splits = {s: triples[:, kg[f'{m}_mask']] for s, m in
+                  (('train', 'train'), ('valid', 'val'), ('test', 'test'))
+                  if f'{m}_mask' in kg}
+    else:
+        splits = {'train': _triples(kg.edge_index, kg.edge_type,
+                                    'edge_index')}
+    return _kg_from_splits(splits, kg.num_nodes, names)
+
+
+def _triples(edge_index, edge_type, name: str) -> Tensor:
+    edge_index = index_tensor(edge_index, name)
+    edge_type = index_tensor(edge_type, name.replace('index', 'type'))
+    if edge_index.dim() != 2 or edge_index.size(0) != 2 or \
+            edge_type.shape != (edge_index.size(1), ):
+        raise ValueError(f"Expected '{name}' of shape [2, E] and its edge "
+                         f"types of shape [E], got {list(edge_index.shape)} "
+                         f"and {list(edge_type.shape)}")
+    return torch.stack([edge_index[0], edge_type, edge_index[1]])
+
+
+def _from_split_graphs(graphs: Sequence) -> Data:
+    if len(graphs) != 3:
+        raise ValueError(f'Expected the graphs (train, valid, test), got '
+                         f'{len(graphs)}')
+    graphs = [g[0] if isinstance(g, Dataset) else g for g in graphs]
+    splits = {s: _triples(g.edge_index, g.edge_type, f'{s} edge_index')
+              for s, g in zip(('train', 'valid', 'test'), graphs)}
+    num_nodes = max(g.num_nodes or 0 for g in graphs)
+    return _kg_from_splits(splits, num_nodes, {})
+
+
+def _kg_from_splits(splits: Dict[str, Tensor], num_nodes: Optional[int],
+                    names: Dict[str, List[str]]) -> Data:
+    everything = torch.cat(list(splits.values()), dim=1)
+    num_relations = int(everything[1].max()) + 1 if everything.numel() else 0
+    relation_names = names.get('relations')
+    if relation_names is not None:
+        num_relations = max(num_relations, len(relation_names))
+    if num_nodes is None:
+        num_nodes = int(everything[[0, 2]].max()) + 1 \
+            if everything.numel() else 0
+    entity_names = names.get('entities')
+    if entity_names is not None and len(entity_names) != num_nodes:
+        entity_names = None
+    if relation_names is not None and len(relation_names) != num_relations:
+        relation_names = None
+    return kg_data(num_nodes, num_relations, splits, entity_names,
+                   relation_names)
+
+
+def _dataset_names(dataset: Dataset) -> Dict[str, List[str]]:
+    r"""Entity and relation names a PyG dataset keeps (id order)."""
+    names = {}
+    edge2id = getattr(type(dataset), 'edge2id', None)
+    if isinstance(edge2id, dict):
+        names['relations'] = sorted(edge2id, key=edge2id.get)
+    raw_dir = getattr(dataset, 'raw_dir', None)
+    for kind in ('entities', 'relations'):
+        path = osp.join(raw_dir, f'{kind}.dict') if raw_dir else None
+        if path and osp.isfile(path):
+            ids = {}
+            with open(path, encoding='utf-8') as f:
+                for line in f:
+                    fields = line.rstrip('\r\n').split('\t')
+                    if len(fields) == 2 and fields[0].isdigit():
+                        ids[int(fields[0])] = fields[1]
+            if sorted(ids) == list(range(len(ids))):
+                names[kind] = [ids[i] for i in range(len(ids))]
+    return names

@@ -19,8 +19,9 @@ import torch.distributed as dist
 
 
 def world() -> Tuple[int, int]:
-    r"""(number of processes, this process's rank); :obj:`(1, 0)` without an
-    initialised process group."""
+    r"""(number of processes, this process's index, i.e. its
+    :mod:`torch.distributed` rank, not the rule rank :math:`T`);
+    :obj:`(1, 0)` without an initialised process group."""
     if dist.is_available() and dist.is_initialized():
         return dist.get_world_size(), dist.get_rank()
     return 1, 0
@@ -70,10 +71,10 @@ def all_reduce_sum(value: float, device) -> float:
 
 
 def gather_strided(parts, num_processes: int):
-    r"""Undoes a strided split :obj:`x[rank::num_processes]` of a 1-D tensor
-    given the parts of every rank (in rank order)."""
+    r"""Undoes a strided split :obj:`x[process::num_processes]` of a 1-D
+    tensor given the parts of every process (in process order)."""
     total = sum(p.numel() for p in parts)
     out = parts[0].new_empty(total)
-    for rank, part in enumerate(parts):
-        out[rank::num_processes] = part
+    for process, part in enumerate(parts):
+        out[process::num_processes] = part
     return out

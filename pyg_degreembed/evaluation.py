@@ -11,12 +11,18 @@ and the filtered candidates (every other known true answer removed):
 
 The DegreEmbed paper reports optimistic ranks.
 """
-from typing import Dict, List, NamedTuple, Optional, Sequence
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Union
 
 import torch
 from torch import Tensor
+from torch.nn import Module
 
+from .convert import as_kg
 from .distributed import gather_strided, world
+from .kg import all_triples, split_triples
+from .ragged import ragged_arange
+from .resolve import resolve_graph
+from .typed_graph import TypedGraph
 
 TIE_POLICIES = ('optimistic', 'pessimistic', 'realistic')
 HITS_AT = (1, 3, 10)
@@ -68,12 +74,8 @@ class TrueAnswers:
         key = self._key(head, relation)
         lo = torch.searchsorted(self.query_keys, key)
         hi = torch.searchsorted(self.query_keys, key, right=True)
-        count = hi - lo
-        batch = torch.repeat_interleave(
-            torch.arange(key.numel(), device=key.device), count)
-        offset = torch.arange(batch.numel(), device=key.device)
-        offset = offset - (torch.cumsum(count, 0) - count)[batch]
-        return batch, self.answers[lo[batch] + offset]
+        batch, position = ragged_arange(lo, hi - lo)
+        return batch, self.answers[position]
 
 
 def filtered_ranks(scores: Tensor, target: Tensor,
@@ -156,14 +158,46 @@ class Ranks(NamedTuple):
         return out
 
 
-@torch.no_grad()
-def compute_ranks(model, graph, triples: Tensor, true_answers: TrueAnswers,
+def compute_ranks(model: Module, data: Any,
+                  triples: Union[str, Tensor] = 'test',
+                  true_answers: Optional[TrueAnswers] = None,
                   batch_size: int = 256) -> Ranks:
-    r"""Filtered ranks of a model on triples, both directions pooled (all
-    tail queries, then all head queries, in the order of :obj:`triples`).
+    r"""Filtered ranks of a model on triples of a KG, both directions pooled
+    (all tail queries, then all head queries, in the order of the triples).
 
     In a :mod:`torch.distributed` job every process ranks a share of the
     triples and all processes receive all ranks.
+
+    Args:
+        model (torch.nn.Module): Maps :obj:`(graph, head, relation)` to
+            scores :obj:`[B, N]` (a :class:`~pyg_degreembed.RuleReasoner`).
+        data: The KG, in any layout :func:`~pyg_degreembed.as_kg` reads; the
+            model reasons on its observed graph.
+        triples (str or torch.Tensor, optional): A split name
+            (:obj:`"valid"`, :obj:`"test"`, ...) or triples of shape
+            :obj:`[3, n]`. (default: :obj:`"test"`)
+        true_answers (TrueAnswers, optional): The known true triples to
+            filter. (default: every split of :obj:`data`)
+        batch_size (int, optional): Queries per batch. (default: :obj:`256`)
+    """
+    kg = as_kg(data)
+    parameter = next(model.parameters(), None)
+    graph = resolve_graph(data, num_relations=kg.num_relations,
+                          device=None if parameter is None else
+                          parameter.device)
+    if isinstance(triples, str):
+        triples = split_triples(kg, triples)
+    if true_answers is None:
+        true_answers = TrueAnswers(all_triples(kg), kg.num_nodes,
+                                   kg.num_relations)
+    return rank_queries(model, graph, triples, true_answers, batch_size)
+
+
+@torch.no_grad()
+def rank_queries(model: Module, graph: TypedGraph, triples: Tensor,
+                 true_answers: TrueAnswers, batch_size: int = 256) -> Ranks:
+    r""":func:`compute_ranks` on a prepared graph (the inner loop, as used
+    by :func:`~pyg_degreembed.fit` for validation).
 
     Args:
         model (torch.nn.Module): Maps :obj:`(graph, head, relation)` to
@@ -173,8 +207,8 @@ def compute_ranks(model, graph, triples: Tensor, true_answers: TrueAnswers,
         true_answers (TrueAnswers): All known true triples, for filtering.
         batch_size (int, optional): Queries per batch. (default: :obj:`256`)
     """
-    num_processes, rank = world()
-    local = _local_ranks(model, graph, triples[:, rank::num_processes],
+    num_processes, process = world()
+    local = _local_ranks(model, graph, triples[:, process::num_processes],
                          true_answers, batch_size)
     if num_processes > 1:
         parts = [None] * num_processes
@@ -213,15 +247,16 @@ def _local_ranks(model, graph, triples, true_answers, batch_size):
             for tie, v in parts.items()}
 
 
-def evaluate(model, graph, triples: Tensor, true_answers: TrueAnswers,
-             tie: str = 'realistic', batch_size: int = 256,
-             relation_names: Optional[List[str]] = None) -> Dict:
-    r"""Filtered MR, MRR and Hits@1/3/10 of a model on triples, both
-    directions pooled, overall and per relation (see :func:`compute_ranks`
-    and :meth:`Ranks.metrics`)."""
-    return compute_ranks(model, graph, triples, true_answers,
-                         batch_size).metrics(tie, relation_names)
+def evaluate(model: Module, data: Any, split: Union[str, Tensor] = 'test',
+             tie: str = 'realistic', batch_size: int = 256) -> Dict:
+    r"""Filtered MR, MRR and Hits@1/3/10 of a model on a split of a KG (or
+    given triples), both directions pooled, overall and per relation named
+    by the KG's :obj:`relation_names` (see :func:`compute_ranks` and
+    :meth:`Ranks.metrics`)."""
+    kg = as_kg(data)
+    return compute_ranks(model, data, split, batch_size=batch_size).metrics(
+        tie, list(kg.relation_names))
 
 
 __all__ = ['TrueAnswers', 'filtered_ranks', 'rank_metrics', 'compute_ranks',
-           'evaluate', 'Ranks', 'both_directions']
+           'rank_queries', 'evaluate', 'Ranks', 'both_directions']

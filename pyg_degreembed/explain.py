@@ -19,12 +19,13 @@ Paths that apply the same rule along the same entities (:obj:`[r, id]` and
 :obj:`[id, r]`) are merged.  The contributions add up to the model's score.
 """
 from dataclasses import dataclass
-from typing import List, Optional, Sequence, Tuple
+from typing import Any, List, Optional, Sequence, Tuple
 
 import torch
+from torch.nn import Module
 
 from .rules import _atom
-from .typed_graph import Signals, SourceWeights, TypedGraph
+from .typed_graph import Signals, TypedGraph
 
 
 @dataclass(frozen=True)
@@ -63,20 +64,23 @@ class Explanation:
 
 
 @torch.no_grad()
-def explain(model, graph: TypedGraph, head: int, relation: int, tail: int,
+def explain(model: Module, graph: Any, head: int, relation: int, tail: int,
             max_paths: Optional[int] = None) -> Explanation:
     r"""Explains the score of :obj:`tail` for the query :obj:`(head,
     relation, ?)` by its grounded rule paths.
 
     Args:
         model (RuleReasoner): A trained rule reasoner.
-        graph (TypedGraph): The observed graph.
+        graph: The graph to reason on: a KG (:obj:`Data`, :obj:`HeteroData`,
+            a PyG KG dataset) or a :class:`~pyg_degreembed.TypedGraph`, as
+            :meth:`~pyg_degreembed.RuleReasoner.forward` takes it.
         head (int): The head entity.
         relation (int): The query relation in :math:`[0, 2R)`.
         tail (int): The candidate answer.
         max_paths (int, optional): Keep only the largest contributions.
             (default: :obj:`None`, all)
     """
+    graph = model.graph(graph)
     N, K, L, T = graph.num_nodes, model.num_edge_types, model.num_steps, \
         model.rank
     for name, value, bound in (('head', head, N), ('tail', tail, N),
@@ -88,7 +92,7 @@ def explain(model, graph: TypedGraph, head: int, relation: int, tail: int,
     head_t = torch.tensor([head], device=device)
     relation_t = torch.tensor([relation], device=device)
     attention = model.operator_attention(relation_t)[0]  # [T, L, K + 1]
-    rho = model.edge_weight(graph, graph.neighborhood(head_t, L - 1))
+    rho = model.source_weights(graph, graph.neighborhood(head_t, L - 1))
 
     # The normalisers Z[j, l], from the same computation as forward().
     x = Signals.one_hot(head_t.repeat(T), attention.new_ones(T))
@@ -109,7 +113,7 @@ def explain(model, graph: TypedGraph, head: int, relation: int, tail: int,
     src, typ, dst = (graph.edge_src.tolist(), graph.edge_type.tolist(),
                      graph.edge_dst.tolist())
     if rho is not None:
-        rho = SourceWeights.wrap(rho).to_dense().double()
+        rho = rho.to_dense().double()
     # Partial paths: (entities, operators, per-rank weight [T]).
     partial = [((head, ), (), torch.ones(T, dtype=torch.double,
                                          device=device))]

@@ -25,6 +25,23 @@ SPLITS = ('facts', 'train', 'valid', 'test')
 GRAPH_SPLITS = ('facts', 'train')
 
 
+def index_tensor(value, name: str) -> Tensor:
+    r"""Returns :obj:`value` (a tensor, a list or an int) as a :obj:`long`
+    tensor of ids; floating-point, complex and boolean values are refused
+    with a :class:`TypeError` naming :obj:`name` (they would be truncated
+    silently)."""
+    try:
+        tensor = torch.as_tensor(value)
+    except (TypeError, ValueError, RuntimeError) as e:
+        raise TypeError(f"'{name}' must be a tensor of integer ids, got "
+                        f"{type(value).__name__} ({e})") from None
+    if tensor.is_floating_point() or tensor.is_complex() or \
+            tensor.dtype == torch.bool:
+        raise TypeError(f"'{name}' must hold integer ids, got dtype "
+                        f"{str(tensor.dtype).replace('torch.', '')}")
+    return tensor.long()
+
+
 def add_inverse_edges(edge_index: Tensor, edge_type: Tensor,
                       num_relations: int):
     r"""Returns the edges together with their inverses: an edge

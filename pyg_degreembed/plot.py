@@ -1,13 +1,13 @@
-r"""Plots (need the :obj:`plot` extra: :obj:`matplotlib`, :obj:`scikit-learn`)."""
-from typing import Optional, Sequence
+r"""Plots (need the :obj:`plot` extra: :obj:`matplotlib`,
+:obj:`scikit-learn`)."""
+from typing import Any, Optional, Sequence
 
 import torch
-
-from .typed_graph import TypedGraph
+from torch.nn import Module
 
 
 @torch.no_grad()
-def plot_entity_embedding(model, graph: TypedGraph, path: str,
+def plot_entity_embedding(model: Module, graph: Any, path: str,
                           top: int = 10, seed: int = 0,
                           relation_names: Optional[Sequence[str]] = None):
     r"""A t-SNE plot of the learned entity embeddings :math:`\mathbf{H}_e` of
@@ -20,8 +20,10 @@ def plot_entity_embedding(model, graph: TypedGraph, path: str,
     with the :obj:`top` most populated classes coloured and the rest grey.
 
     Args:
-        model (DegreEmbedReasoner): A trained model.
-        graph (TypedGraph): The observed graph.
+        model (RuleReasoner): A trained model with a
+            :class:`~pyg_degreembed.DegreeEmbedding` as its edge weight.
+        graph: The graph, as :meth:`~pyg_degreembed.RuleReasoner.forward`
+            takes it.
         path (str): The PNG file to write.
         top (int, optional): How many classes to colour.
             (default: :obj:`10`)
@@ -36,12 +38,13 @@ def plot_entity_embedding(model, graph: TypedGraph, path: str,
     import matplotlib.pyplot as plt
     from sklearn.manifold import TSNE
 
-    if not hasattr(model, 'degree_embedding'):
-        raise ValueError(f'{type(model).__name__} has no degree embedding '
-                         'to plot')
-    degree = graph.degree
-    counts = torch.bincount(degree.index, minlength=degree.tokens.size(0))
-    x = model.degree_embedding.embed_sets(degree).cpu().double().numpy()
+    from .nn import DegreeEmbedding
+    if not isinstance(model.edge_weight, DegreeEmbedding):
+        raise ValueError(f'{model} has no degree embedding to plot')
+    degree = model.graph(graph).degree
+    counts = torch.bincount(degree.index,
+                            minlength=degree.tokens.size(0)).cpu()
+    x = model.edge_weight.embed_sets(degree).cpu().double().numpy()
     perplexity = min(30., max(2., (x.shape[0] - 1) / 3))
     xy = TSNE(n_components=2, perplexity=perplexity, init='pca',
               random_state=seed).fit_transform(x)

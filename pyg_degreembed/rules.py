@@ -74,7 +74,7 @@ def rule_confidence(attention: Tensor, body: Sequence[int]) -> float:
 
 
 @torch.no_grad()
-def extract_rules(model, relation: int, k: int = 10,
+def extract_rules(model: torch.nn.Module, relation: int, k: int = 10,
                   beam_width: int = 0) -> List[Rule]:
     r"""The top-:obj:`k` rules of query relation :obj:`relation`, found by
     beam search over each rank's attention (never by enumerating all

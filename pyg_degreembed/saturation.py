@@ -31,10 +31,11 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import torch
 from torch import Tensor
 from torch_geometric.data import Data
-from torch_geometric.utils import cumsum
 
 from .kg import SPLITS, add_inverse_edges, all_triples, inverse_relation, \
     split_triples
+from .convert import as_kg
+from .ragged import ragged_arange
 from .typed_graph import TypedGraph
 
 
@@ -85,9 +86,7 @@ def _chunk_counts(graph, triples, num_steps, num_relations, min_length):
     hits = ([], [], [])
     for step in range(1, num_steps + 1):
         out_deg = graph.node_ptr[node + 1] - graph.node_ptr[node]
-        entry = torch.repeat_interleave(torch.arange(node.numel()), out_deg)
-        edge = (graph.node_ptr[node] - cumsum(out_deg)[:-1])[entry] + \
-            torch.arange(entry.numel())
+        entry, edge = ragged_arange(graph.node_ptr[node], out_deg)
         trip_e = trip[entry]
         lo, hi = removed_lo[trip_e], removed_hi[trip_e]
         keep = ~((lo <= edge.unsqueeze(-1)) &
@@ -154,6 +153,7 @@ def saturation(
     """
     if graph not in ('all', 'observed'):
         raise ValueError(f"'graph' must be 'all' or 'observed', got {graph!r}")
+    data = as_kg(data)
     R, N = data.num_relations, data.num_nodes
     triples = all_triples(data) if graph == 'all' else torch.cat(
         [split_triples(data, s) for s in SPLITS[:2]], dim=1)

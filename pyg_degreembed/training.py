@@ -2,21 +2,21 @@ r"""Training a rule reasoner: a small, reusable fit loop."""
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import torch
 from torch import Tensor
 from torch_geometric.data import Data
 from tqdm.auto import tqdm
 
-from .version import __version__
 from .checkpoint import (FORMAT, CheckpointError, check_kg, load_checkpoint,
-                         save_checkpoint)
+                         model_spec, save_checkpoint)
+from .convert import as_kg
 from .distributed import (all_reduce_gradients, all_reduce_sum,
                           broadcast_parameters, world)
-from .evaluation import TrueAnswers, both_directions, compute_ranks
+from .evaluation import TrueAnswers, both_directions, rank_queries
 from .kg import all_triples, split_triples
-from .typed_graph import TypedGraph
+from .version import __version__
 
 LOSSES = ('nll', 'bce')
 
@@ -73,7 +73,7 @@ class FitResult:
 
 def fit(
     model: torch.nn.Module,
-    data: Data,
+    data: Any,
     epochs: int = 20,
     batch_size: int = 128,
     lr: float = 1e-3,
@@ -107,9 +107,9 @@ def fit(
     validation sharded, and only process 0 logs and writes checkpoints.
 
     Args:
-        model (torch.nn.Module): A :class:`~pyg_degreembed.RuleReasoner` or
-            :class:`~pyg_degreembed.DegreEmbedReasoner`.
-        data (torch_geometric.data.Data): The KG (see :mod:`pyg_degreembed.kg`).
+        model (torch.nn.Module): A :class:`~pyg_degreembed.RuleReasoner`.
+        data: The KG, in any layout :func:`~pyg_degreembed.as_kg` reads (the
+            library's :obj:`Data`, PyG's KG datasets, :obj:`HeteroData`).
         epochs (int, optional): Maximum number of epochs. (default: :obj:`20`)
         batch_size (int, optional): Queries per step. (default: :obj:`128`)
         lr (float, optional): Adam learning rate. (default: :obj:`1e-3`)
@@ -147,70 +147,90 @@ def fit(
     if device is None:
         device = next(model.parameters()).device
     model.to(device)
-    graph = TypedGraph(data.edge_index, data.edge_type, data.num_nodes,
-                       2 * data.num_relations).to(device)
-    true_answers = TrueAnswers(all_triples(data), data.num_nodes,
-                               data.num_relations).to(device)
-    head, relation, tail = (t.to(device) for t in both_directions(
-        split_triples(data, 'train'), data.num_relations))
-    valid = split_triples(data, 'valid')
-    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
-    generator = torch.Generator().manual_seed(seed)
-    settings = dict(epochs=epochs, batch_size=batch_size, lr=lr,
-                    patience=patience, clip_norm=clip_norm, loss=loss,
-                    seed=seed)
-
-    num_processes, rank = world()
+    run = _Run(model, data, torch.optim.Adam(model.parameters(), lr=lr),
+               torch.Generator().manual_seed(seed), dict(
+                   epochs=epochs, batch_size=batch_size, lr=lr,
+                   patience=patience, clip_norm=clip_norm, loss=loss,
+                   seed=seed))
     broadcast_parameters(model)
-    result = FitResult()
-    best_state = _copy_state(model)
     first_epoch = 1
     if resume and os.path.exists(checkpoint):
-        payload = load_checkpoint(checkpoint, map_location=device)
-        check_kg(payload, data, checkpoint)
-        if payload['model']['config'] != model.config() or \
-                payload['model']['class'] != type(model).__name__:
-            raise CheckpointError(
-                f"{checkpoint} holds a {payload['model']['class']} "
-                f"{payload['model']['config']}, not this "
-                f'{type(model).__name__} {model.config()}')
-        state = payload['state']
-        model.load_state_dict(state['model'])
-        optimizer.load_state_dict(state['optimizer'])
-        best_state = state['best_model']
-        result = FitResult(list(state['history']), state['best_epoch'],
-                           state['best_valid_mrr'])
-        generator.set_state(state['shuffle_rng'])
-        torch.set_rng_state(state['torch_rng'])
-        first_epoch = state['epoch'] + 1
-        if state['stopped']:
-            first_epoch = epochs + 1
-        if log is not None and rank == 0:
-            log(f'resumed from {checkpoint} after epoch {state["epoch"]}')
+        first_epoch = run.resume(checkpoint, device)
+        if log is not None and run.is_main:
+            log(f'resumed from {checkpoint} after epoch '
+                f'{run.result.history[-1]["epoch"]}')
 
     for epoch in range(first_epoch, epochs + 1):
+        mean_loss, seconds = run.train_epoch(
+            epoch, batch_size, clip_norm, loss, progress, callback)
+        valid_mrr = rank_queries(model, run.graph, run.valid,
+                                 run.true_answers,
+                                 eval_batch_size).metrics()['mrr']
+        improved = run.record(epoch, mean_loss, seconds, valid_mrr)
+        if log is not None and run.is_main:
+            log(f'epoch {epoch:3d}  loss {mean_loss:.4f}  '
+                f'time {seconds:6.2f}s  valid MRR {valid_mrr:.4f}'
+                f'{"  *" if improved else ""}')
+        stop = epoch - run.result.best_epoch >= patience
+        if checkpoint is not None and run.is_main:
+            run.save(checkpoint, epoch, stop)
+        if stop:
+            break
+    model.load_state_dict(run.best_state)
+    return run.result
+
+
+class _Run:
+    r"""The state of one :func:`fit` run and its steps: an epoch, the
+    bookkeeping after validation, saving and resuming."""
+    def __init__(self, model, data, optimizer, generator, settings: dict):
+        device = next(model.parameters()).device
+        self.model, self.optimizer = model, optimizer
+        self.generator, self.settings = generator, settings
+        self.kg = as_kg(data)
+        self.graph = model.graph(data)
+        self.true_answers = TrueAnswers(all_triples(self.kg),
+                                        self.kg.num_nodes,
+                                        self.kg.num_relations).to(device)
+        self.queries = tuple(t.to(device) for t in both_directions(
+            split_triples(self.kg, 'train'), self.kg.num_relations))
+        self.valid = split_triples(self.kg, 'valid')
+        self.num_processes, self.process = world()
+        self.is_main = self.process == 0
+        self.result = FitResult()
+        self.best_state = _copy_state(model)
+
+    def train_epoch(self, epoch: int, batch_size: int, clip_norm, loss: str,
+                    progress: bool, callback) -> Tuple[float, float]:
+        r"""One pass over the shuffled training queries; returns the mean
+        loss and the seconds it took."""
+        model, optimizer = self.model, self.optimizer
+        head, relation, tail = self.queries
+        device = head.device
         model.train()
         start = time.perf_counter()
-        perm = torch.randperm(head.numel(), generator=generator).to(device)
+        perm = torch.randperm(head.numel(),
+                              generator=self.generator).to(device)
         total, count = 0., 0
         batches = perm.split(batch_size)
         for step, index in enumerate(
                 tqdm(batches, desc=f'epoch {epoch}', leave=False,
-                     disable=None if progress and rank == 0 else True),
+                     disable=None if progress and self.is_main else True),
                 start=1):
             # With several processes, each takes a share of the global
             # batch; its loss is scaled so that the summed gradients equal
             # the gradient of the global batch's mean loss.
-            share = index[rank::num_processes]
+            share = index[self.process::self.num_processes]
             h, q, t = head[share], relation[share], tail[share]
             optimizer.zero_grad()
             if share.numel() > 0:
                 if loss == 'nll':  # only the answers' scores are needed
-                    batch_loss = nll_loss(model.score(graph, h, q, t),
+                    batch_loss = nll_loss(model.score(self.graph, h, q, t),
                                           model.eps)
                 else:
-                    batch_loss = rule_loss(model(graph, h, q, remove_tail=t),
-                                           t, loss, model.eps)
+                    batch_loss = rule_loss(
+                        model(self.graph, h, q, remove_tail=t), t, loss,
+                        model.eps)
                 (batch_loss * (share.numel() / index.numel())).backward()
                 total += float(batch_loss.detach()) * share.numel()
             all_reduce_gradients(model)
@@ -221,46 +241,64 @@ def fit(
             if callback is not None:
                 callback(epoch, step)
         seconds = time.perf_counter() - start
-        total = all_reduce_sum(total, device)
+        return all_reduce_sum(total, device) / count, seconds
 
-        valid_mrr = compute_ranks(model, graph, valid, true_answers,
-                                  eval_batch_size).metrics()['mrr']
-        result.history.append({'epoch': epoch, 'loss': total / count,
-                               'seconds': seconds, 'valid_mrr': valid_mrr})
-        improved = valid_mrr > result.best_valid_mrr
+    def record(self, epoch: int, loss: float, seconds: float,
+               valid_mrr: float) -> bool:
+        r"""Adds the epoch to the history; keeps the weights if the
+        validation MRR improved (returned)."""
+        self.result.history.append({'epoch': epoch, 'loss': loss,
+                                    'seconds': seconds,
+                                    'valid_mrr': valid_mrr})
+        improved = valid_mrr > self.result.best_valid_mrr
         if improved:
-            result.best_epoch, result.best_valid_mrr = epoch, valid_mrr
-            best_state = _copy_state(model)
-        if log is not None and rank == 0:
-            log(f'epoch {epoch:3d}  loss {total / count:.4f}  '
-                f'time {seconds:6.2f}s  valid MRR {valid_mrr:.4f}'
-                f'{"  *" if improved else ""}')
-        stop = epoch - result.best_epoch >= patience
-        if checkpoint is not None and rank == 0:
-            save_checkpoint(checkpoint, {
-                'format': FORMAT,
-                'library_version': __version__,
-                'model': {'class': type(model).__name__,
-                          'config': model.config()},
-                'kg': kg_summary(data),
-                'fit': settings,
-                'state': {
-                    'model': model.state_dict(),
-                    'optimizer': optimizer.state_dict(),
-                    'best_model': best_state,
-                    'epoch': epoch,
-                    'stopped': stop,
-                    'history': result.history,
-                    'best_epoch': result.best_epoch,
-                    'best_valid_mrr': result.best_valid_mrr,
-                    'torch_rng': torch.get_rng_state(),
-                    'shuffle_rng': generator.get_state(),
-                },
-            })
-        if stop:
-            break
-    model.load_state_dict(best_state)
-    return result
+            self.result.best_epoch = epoch
+            self.result.best_valid_mrr = valid_mrr
+            self.best_state = _copy_state(self.model)
+        return improved
+
+    def save(self, path: str, epoch: int, stopped: bool):
+        r"""Writes the checkpoint after :obj:`epoch`."""
+        save_checkpoint(path, {
+            'format': FORMAT,
+            'library_version': __version__,
+            'model': model_spec(self.model),
+            'kg': kg_summary(self.kg),
+            'fit': self.settings,
+            'state': {
+                'model': self.model.state_dict(),
+                'optimizer': self.optimizer.state_dict(),
+                'best_model': self.best_state,
+                'epoch': epoch,
+                'stopped': stopped,
+                'history': self.result.history,
+                'best_epoch': self.result.best_epoch,
+                'best_valid_mrr': self.result.best_valid_mrr,
+                'torch_rng': torch.get_rng_state(),
+                'shuffle_rng': self.generator.get_state(),
+            },
+        })
+
+    def resume(self, path: str, device) -> int:
+        r"""Restores the run from a checkpoint; returns the first epoch
+        still to train."""
+        payload = load_checkpoint(path, map_location=device)
+        check_kg(payload, self.kg, path)
+        if payload['model'] != model_spec(self.model):
+            raise CheckpointError(
+                f"{path} holds a model {payload['model']}, not this one "
+                f'{model_spec(self.model)}')
+        state = payload['state']
+        self.model.load_state_dict(state['model'])
+        self.optimizer.load_state_dict(state['optimizer'])
+        self.best_state = state['best_model']
+        self.result = FitResult(list(state['history']), state['best_epoch'],
+                                state['best_valid_mrr'])
+        self.generator.set_state(state['shuffle_rng'])
+        torch.set_rng_state(state['torch_rng'])
+        if state['stopped']:
+            return self.settings['epochs'] + 1
+        return state['epoch'] + 1
 
 
 def kg_summary(data: Data) -> dict:

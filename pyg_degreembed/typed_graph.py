@@ -7,6 +7,7 @@ from torch import Tensor
 from torch_geometric.utils import cumsum, degree
 
 from .features import degree_sets_of_pairs, source_type_pairs
+from .ragged import ragged_arange
 
 
 class _ConstantSparseMatmul(torch.autograd.Function):
@@ -244,9 +245,7 @@ class TypedGraph:
         nodes = torch.unique(nodes)
         for _ in range(hops):
             out_deg = self.node_ptr[nodes + 1] - self.node_ptr[nodes]
-            edge = torch.repeat_interleave(self.node_ptr[nodes], out_deg)
-            edge = edge + torch.arange(edge.numel(), device=edge.device) - \
-                torch.repeat_interleave(cumsum(out_deg)[:-1], out_deg)
+            _, edge = ragged_arange(self.node_ptr[nodes], out_deg)
             nodes = torch.unique(torch.cat([nodes, self.edge_dst[edge]]))
         return nodes
 
@@ -359,10 +358,7 @@ class TypedGraph:
 
         # Totals: each entry spreads x * a_k * rho * (number of k-edges).
         count = self.pair_ptr[x.node + 1] - self.pair_ptr[x.node]
-        entry = torch.repeat_interleave(
-            torch.arange(x.node.numel(), device=device), count)
-        pair = (self.pair_ptr[x.node] - cumsum(count)[:-1])[entry] + \
-            torch.arange(entry.numel(), device=device)
+        entry, pair = ragged_arange(self.pair_ptr[x.node], count)
         col = x.column[entry]
         spread = x.value.index_select(0, entry) * weight(
             x.node[entry], self.pair_type[pair], col) * self.pair_count[pair]
@@ -374,9 +370,7 @@ class TypedGraph:
         # Targets: the in-edges of each target.
         columns = torch.arange(C, device=device)
         count = self.in_ptr[target + 1] - self.in_ptr[target]
-        col = torch.repeat_interleave(columns, count)
-        slot = (self.in_ptr[target] - cumsum(count)[:-1])[col] + \
-            torch.arange(col.numel(), device=device)
+        col, slot = ragged_arange(self.in_ptr[target], count)
         edge = self.in_perm[slot]
         src, typ = self.edge_src[edge], self.edge_type[edge]
         arriving = lookup(src, col) * weight(src, typ, col)
@@ -418,16 +412,10 @@ class TypedGraph:
         # The contributions (cell node * C + column, value) of every entry
         # travelling along every out-edge of its node.
         C = x.num_columns
-        device = x.value.device
         # Expand every entry (i, c) along the out-edges of i: element m of
         # entry n is edge node_ptr[i] + m, at position first[n] + m.
         first = cumsum(out_deg)[:-1]
-        entry = torch.repeat_interleave(
-            torch.arange(x.node.numel(), device=device), out_deg,
-            output_size=work)
-        start = self.node_ptr[x.node] - first
-        edge = start.index_select(0, entry) + torch.arange(work,
-                                                           device=device)
+        entry, edge = ragged_arange(self.node_ptr[x.node], out_deg, work)
         col = x.column.index_select(0, entry)
         typ = self.edge_type.index_select(0, edge)
         value = x.value.index_select(0, entry) * type_weight.reshape(
@@ -458,11 +446,8 @@ class TypedGraph:
         if not bool(found.any()):
             return None
         n, lo, hi, src = n[found], lo[found], hi[found], src[found]
-        count = hi - lo
-        position = torch.repeat_interleave(
-            first[n] + lo - self.node_ptr[src] - (cumsum(count)[:-1]), count)
-        position = position + torch.arange(position.numel(),
-                                           device=position.device)
+        _, position = ragged_arange(first[n] + lo - self.node_ptr[src],
+                                    hi - lo)
         mask = torch.zeros(work, dtype=torch.bool, device=position.device)
         return mask.index_fill_(0, position, True)
 

@@ -20,9 +20,7 @@ import torch
 from torch_geometric import seed_everything
 from conftest import chain_kg
 from pyg_degreembed import DegreEmbedReasoner, fit
-from pyg_degreembed.evaluation import TrueAnswers, compute_ranks
-from pyg_degreembed.kg import all_triples, split_triples
-from pyg_degreembed import TypedGraph
+from pyg_degreembed import compute_ranks
 
 mode, checkpoint, out = sys.argv[1:4]
 data = chain_kg()
@@ -37,9 +35,7 @@ result = fit(model, data, epochs=5, batch_size=16, lr=0.05, patience=10,
              progress=False, log=None,
              checkpoint=None if mode == 'full' else checkpoint,
              resume=mode == 'resume', callback=kill if mode == 'kill' else None)
-graph = TypedGraph(data.edge_index, data.edge_type, data.num_nodes, 6)
-ranks = compute_ranks(model, graph, split_triples(data, 'test'),
-                      TrueAnswers(all_triples(data), data.num_nodes, 3))
+ranks = compute_ranks(model, data, 'test')
 with open(out, 'w') as f:
     json.dump({{'history': [[h['loss'], h['valid_mrr']] for h in result.history],
                'test': ranks.ranks['realistic'].tolist(),

@@ -49,8 +49,7 @@ def test_trie_lstm_gradients_equal_packed_nn_lstm_gradients():
 
 
 def test_rho_is_a_distribution_per_entity_and_shared_per_set(toy_kg):
-    degree = toy_graph(toy_kg).degree
-    rho = DegreeEmbedding(6, 8, 5)(degree)
+    rho = DegreeEmbedding(6, 8, 5)(toy_graph(toy_kg))
     assert rho.shape == (6, 6)
     assert torch.allclose(rho.sum(-1), torch.ones(6))
     assert torch.equal(rho[0], rho[1])  # entities 0 and 1 share a set
@@ -58,10 +57,10 @@ def test_rho_is_a_distribution_per_entity_and_shared_per_set(toy_kg):
 
 
 def test_rows_for_some_nodes_equal_full_rows(toy_kg):
-    degree = toy_graph(toy_kg).degree
+    graph = toy_graph(toy_kg)
     layer = DegreeEmbedding(6, 8, 5)
-    full = layer(degree)
-    part = layer(degree, torch.tensor([2, 4]))
+    full = layer(graph)
+    part = layer.source_weights(graph, torch.tensor([2, 4])).to_dense()
     assert torch.allclose(part[[2, 4]], full[[2, 4]], atol=1e-6)
     assert torch.equal(part[[0, 1, 3, 5]], torch.zeros(4, 6))
 
@@ -75,12 +74,12 @@ def test_gradients_reach_every_degree_embedding_parameter(toy_kg):
         torch.tensor([2, 3])
     loss = rule_loss(model(graph, head, relation, remove_tail=tail), tail)
     loss.backward()
-    for name, param in model.degree_embedding.named_parameters():
+    for name, param in model.edge_weight.named_parameters():
         assert param.grad is not None, name
         assert param.grad.abs().sum() > 0, name
     # Rows of the tokens that occur in the graph all get a gradient.
     used = torch.unique(graph.degree.tokens[graph.degree.tokens < 6])
-    grad = model.degree_embedding.embedding.weight.grad
+    grad = model.edge_weight.embedding.weight.grad
     assert (grad[used].abs().sum(-1) > 0).all()
 
 
@@ -91,7 +90,7 @@ def test_degree_embedding_gradient_matches_finite_differences(toy_kg):
                                hidden_channels=3).double()
     head, relation, tail = torch.tensor([0]), torch.tensor([0]), \
         torch.tensor([3])
-    bias = model.degree_embedding.lin.bias
+    bias = model.edge_weight.lin.bias
 
     def loss():
         return rule_loss(model(graph, head, relation), tail)

@@ -6,15 +6,13 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch_geometric import seed_everything
 
-from pyg_degreembed import (DegreEmbedReasoner, TrueAnswers, TypedGraph,
-                            compute_ranks, fit)
-from pyg_degreembed.kg import all_triples, split_triples
+from pyg_degreembed import DegreEmbedReasoner, compute_ranks, fit
 
 sys.path.insert(0, os.path.dirname(__file__))
 from conftest import chain_kg  # noqa: E402
 
 
-def train(out_dir, rank=0, world_size=1):
+def train(out_dir, world_size=1):
     torch.set_num_threads(1)
     data = chain_kg()
     seed_everything(0)
@@ -25,19 +23,16 @@ def train(out_dir, rank=0, world_size=1):
     # Evaluate a model with the same weights in every setting.
     seed_everything(1)
     fixed = DegreEmbedReasoner(3, embedding_dim=8, hidden_channels=8)
-    graph = TypedGraph(data.edge_index, data.edge_type, data.num_nodes, 6)
-    ranks = compute_ranks(fixed, graph, split_triples(data, 'test'),
-                          TrueAnswers(all_triples(data), data.num_nodes, 3),
-                          batch_size=4)
+    ranks = compute_ranks(fixed, data, 'test', batch_size=4)
     return model, ranks
 
 
-def worker(rank, world_size, out_dir):
+def worker(process, world_size, out_dir):
     dist.init_process_group('gloo', init_method='file://' + os.path.join(
-        out_dir, 'rendezvous'), rank=rank, world_size=world_size)
-    model, ranks = train(out_dir, rank, world_size)
+        out_dir, 'rendezvous'), rank=process, world_size=world_size)
+    model, ranks = train(out_dir, world_size)
     torch.save({'state': model.state_dict(), 'ranks': ranks.ranks},
-               os.path.join(out_dir, f'rank{rank}.pt'))
+               os.path.join(out_dir, f'process{process}.pt'))
     dist.destroy_process_group()
 
 
@@ -45,8 +40,8 @@ def test_two_processes_equal_one_process(tmp_path):
     out_dir = str(tmp_path)
     mp.spawn(worker, args=(2, out_dir), nprocs=2, join=True)
     single, single_ranks = train(out_dir)
-    results = [torch.load(os.path.join(out_dir, f'rank{r}.pt'))
-               for r in range(2)]
+    results = [torch.load(os.path.join(out_dir, f'process{p}.pt'))
+               for p in range(2)]
     for result in results:  # both processes hold the same model ...
         for key, value in single.state_dict().items():
             # ... equal to the single-process one up to float rounding:

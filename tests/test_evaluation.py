@@ -1,9 +1,10 @@
 import pytest
 import torch
 
-from pyg_degreembed import TrueAnswers, filtered_ranks
-from pyg_degreembed.evaluation import (Ranks, both_directions,
-                                       compute_ranks, rank_metrics)
+from pyg_degreembed import (TrueAnswers, compute_ranks, evaluate,
+                            filtered_ranks)
+from pyg_degreembed.kg import all_triples, split_triples
+from pyg_degreembed.evaluation import Ranks, both_directions, rank_metrics
 
 
 def test_tie_policies_on_hand_made_scores():
@@ -85,12 +86,11 @@ class Oracle(torch.nn.Module):
         return scores
 
 
-def test_compute_ranks_filters_both_directions(toy_kg, random_typed_graph):
-    from pyg_degreembed.kg import all_triples, split_triples
+def test_compute_ranks_filters_both_directions(toy_kg):
     true_answers = TrueAnswers(all_triples(toy_kg), 6, 3)
     train = split_triples(toy_kg, 'train')
-    ranks = compute_ranks(Oracle(true_answers), random_typed_graph, train,
-                          true_answers, batch_size=4)
+    ranks = compute_ranks(Oracle(true_answers), toy_kg, train,
+                          batch_size=4)
     # Every answer ties only with other true answers, which are filtered.
     n = train.size(1)
     assert ranks.ranks['pessimistic'].tolist() == [1.] * (2 * n)
@@ -98,13 +98,22 @@ def test_compute_ranks_filters_both_directions(toy_kg, random_typed_graph):
     assert ranks.relation.tolist() == train[1].tolist() * 2
 
 
-def test_evaluate_returns_metrics_dict(toy_kg, random_typed_graph):
-    from pyg_degreembed import evaluate
-    from pyg_degreembed.kg import all_triples, split_triples
+def test_compute_ranks_of_a_split_filters_every_known_triple(toy_kg):
+    # The test triple (4, 1, 4): its head query competes with nothing that
+    # is true; an oracle that knows only the training triples ranks it
+    # behind no one (all score 0: realistic rank is the middle of 6).
+    oracle = Oracle(TrueAnswers(split_triples(toy_kg, 'train'), 6, 3))
+    ranks = compute_ranks(oracle, toy_kg, 'test')
+    assert ranks.ranks['optimistic'].tolist() == [1., 1.]
+    # Both queries tie with the 5 other entities (none filtered: the only
+    # known answer of (4, sibling, ?) is 4 itself).
+    assert ranks.ranks['pessimistic'].tolist() == [6., 6.]
+
+
+def test_evaluate_returns_metrics_dict(toy_kg):
+    toy_kg.relation_names = ['parent', 'sibling', 'spouse']
     true_answers = TrueAnswers(all_triples(toy_kg), 6, 3)
-    m = evaluate(Oracle(true_answers), random_typed_graph,
-                 split_triples(toy_kg, 'train'), true_answers,
-                 relation_names=['parent', 'sibling', 'spouse'])
+    m = evaluate(Oracle(true_answers), toy_kg, 'train')
     assert m['tie'] == 'realistic' and m['mrr'] == 1.0
     assert m['num_queries'] == 2 * toy_kg.train_edge_type.numel()
     assert set(m['per_relation']) == {'parent', 'sibling', 'spouse'}

@@ -3,7 +3,6 @@ import torch
 
 from conftest import dense_operators
 from pyg_degreembed import DegreEmbedReasoner, RuleReasoner, TypedGraph
-from pyg_degreembed.typed_graph import SourceWeights
 from pyg_degreembed.kg import inverse_relation
 
 
@@ -12,9 +11,9 @@ def reference_scores(model, edge_index, edge_type, N, head, relation,
     r"""Explicit re-computation with dense operators B_k = diag(rho) M_k."""
     K, R = model.num_edge_types, model.num_relations
     graph = TypedGraph(edge_index, edge_type, N, K)
-    rho = model.edge_weight(graph)
+    rho = model.source_weights(graph)
     if rho is not None:
-        rho = SourceWeights.wrap(rho).to_dense()
+        rho = rho.to_dense()
     attention = model.operator_attention(relation).double()
     out = []
     for b in range(head.numel()):
@@ -87,7 +86,7 @@ def test_query_edge_removal_equals_graph_without_it(random_graph, cls, mode):
 def test_rank_one_without_degree_embedding_is_neural_lp_form(random_graph):
     model = RuleReasoner(4, num_steps=2, rank=1)
     graph = TypedGraph(*random_graph)
-    assert model.edge_weight(graph) is None
+    assert model.source_weights(graph) is None
     scores = model(graph, torch.tensor([0]), torch.tensor([0]))
     # One rank of L1-normalised steps sums to one (the head has edges).
     assert torch.allclose(scores.sum(), torch.tensor(1.))

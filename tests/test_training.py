@@ -35,13 +35,8 @@ def test_fit_learns_a_composition_rule_and_restores_best_weights():
     assert result.best_valid_mrr > 0.9
     assert result.history[0]['loss'] > result.history[-1]['loss']
     # The restored weights are those of the best epoch.
-    from pyg_degreembed.evaluation import TrueAnswers, compute_ranks
-    from pyg_degreembed.kg import all_triples, split_triples
-    from pyg_degreembed import TypedGraph
-    graph = TypedGraph(data.edge_index, data.edge_type, data.num_nodes, 6)
-    mrr = compute_ranks(model, graph, split_triples(data, 'valid'),
-                        TrueAnswers(all_triples(data), data.num_nodes, 3)
-                        ).metrics()['mrr']
+    from pyg_degreembed import evaluate
+    mrr = evaluate(model, data, 'valid')['mrr']
     assert mrr == pytest.approx(result.best_valid_mrr)
 
 

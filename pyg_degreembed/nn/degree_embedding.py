@@ -1,11 +1,12 @@
-from typing import Optional
+from typing import Any, Optional
 
 import torch
 from torch import Tensor
 from torch.nn import LSTM, Embedding, Linear, Module
 
 from ..features import DegreeSets, PrefixTrie
-from ..typed_graph import SourceWeights
+from ..resolve import resolve_graph
+from ..typed_graph import SourceWeights, TypedGraph
 from .trie_lstm import TrieLSTM
 
 
@@ -49,9 +50,14 @@ class DegreeEmbedding(Module):
         hidden_channels (int, optional): Hidden size :math:`d` of each LSTM
             direction. (default: :obj:`128`)
 
+    Used on its own it takes the graph the PyG way, :obj:`rho =
+    layer(edge_index, edge_type)` (or :obj:`layer(data)`, see
+    :meth:`forward`); handed to a :class:`~pyg_degreembed.RuleReasoner` as
+    its :obj:`edge_weight` it makes DegreEmbed.
+
     Shapes:
-        - **input:** :class:`~pyg_degreembed.features.DegreeSets` of
-          :math:`N` entities
+        - **input:** edge indices :math:`(2, E)` and edge types :math:`(E)`
+          of a graph of :math:`N` entities, or a graph object
         - **output:** :math:`\rho` of shape :math:`(N, K)`, rows summing to 1
     """
     def __init__(self, num_edge_types: int, embedding_dim: int = 128,
@@ -107,29 +113,48 @@ class DegreeEmbedding(Module):
                       getattr(self.lstm, f'bias_hh_l0{suffix}'))
         return projection, getattr(self.lstm, f'weight_hh_l0{suffix}')
 
-    def entity_embedding(self, degree: DegreeSets) -> Tensor:
-        r"""The embedding :math:`\mathbf{H}_e` of every entity, shape
-        :obj:`[N, 2d]`."""
-        return self.embed_sets(degree)[degree.index]
-
-    def forward(self, degree: DegreeSets,
-                nodes: Optional[Tensor] = None) -> Tensor:
-        r"""Returns :math:`\rho` of shape :obj:`[N, K]`.
+    def forward(self, edge_index: Any, edge_type: Optional[Tensor] = None,
+                num_nodes: Optional[int] = None) -> Tensor:
+        r"""Returns :math:`\rho` of shape :obj:`[N, K]` for every entity.
 
         Args:
-            degree (DegreeSets): The degree-type sets of the observed graph.
+            edge_index (torch.Tensor or graph): Edge indices of shape
+                :obj:`[2, E]`, or a graph object (a :obj:`Data`,
+                :obj:`HeteroData`, PyG KG dataset or
+                :class:`~pyg_degreembed.TypedGraph`), read as by
+                :meth:`pyg_degreembed.RuleReasoner.forward` (inverse edges
+                are added to types below :math:`K / 2`).
+            edge_type (torch.Tensor, optional): Edge types, shape :obj:`[E]`.
+            num_nodes (int, optional): The number of entities :math:`N`.
+        """
+        if self.num_edge_types % 2:
+            raise ValueError(f'{self} has an odd number of edge types; it '
+                             f'reads graphs with inverse edges (K = 2R)')
+        graph = resolve_graph(edge_index, edge_type, num_nodes,
+                              num_relations=self.num_edge_types // 2,
+                              device=self.embedding.weight.device)
+        return self.source_weights(graph).to_dense()
+
+    def source_weights(self, graph: TypedGraph,
+                       nodes: Optional[Tensor] = None) -> SourceWeights:
+        r""":math:`\rho` as in :meth:`forward`, held once per degree-type
+        set (:class:`~pyg_degreembed.typed_graph.SourceWeights`), so that
+        nothing is computed or stored per entity: what a
+        :class:`~pyg_degreembed.RuleReasoner` calls.
+
+        Args:
+            graph (TypedGraph): The observed graph (its degree-type sets are
+                :obj:`graph.degree`).
             nodes (torch.Tensor, optional): If given, only the rows of these
                 entities are computed and the other rows are zero (for when
                 only they can be the source of an edge that is used).
                 (default: :obj:`None`, all rows)
         """
-        return self.source_weights(degree, nodes).to_dense()
+        return self.weights_of_sets(graph.degree, nodes)
 
-    def source_weights(self, degree: DegreeSets,
-                       nodes: Optional[Tensor] = None) -> SourceWeights:
-        r""":math:`\rho` as in :meth:`forward`, held once per degree-type
-        set (:class:`~pyg_degreembed.typed_graph.SourceWeights`), so that
-        nothing is computed or stored per entity."""
+    def weights_of_sets(self, degree: DegreeSets,
+                        nodes: Optional[Tensor] = None) -> SourceWeights:
+        r""":meth:`source_weights` from given degree-type sets."""
         if nodes is None:
             rho = torch.softmax(self.lin(self.embed_sets(degree)), dim=-1)
             return SourceWeights(rho, degree.index)
@@ -141,6 +166,12 @@ class DegreeEmbedding(Module):
         row[sets] = torch.arange(sets.numel(), device=sets.device)
         rho = torch.cat([rho, rho.new_zeros(1, rho.size(1))])
         return SourceWeights(rho, row[degree.index])
+
+    def config(self) -> dict:
+        r"""The constructor arguments, to rebuild the layer."""
+        return dict(num_edge_types=self.num_edge_types,
+                    embedding_dim=self.embedding_dim,
+                    hidden_channels=self.hidden_channels)
 
     def __repr__(self) -> str:
         return (f'{self.__class__.__name__}({self.num_edge_types}, '

@@ -1,11 +1,13 @@
-from typing import Optional
+from typing import Any, List, Optional, Tuple
 
 import torch
 from torch import Tensor
 from torch.nn import LSTM, Embedding, Linear, Module, ModuleList
 from torch.utils.checkpoint import checkpoint
+from torch_geometric.nn.inits import reset
 
-from ..kg import inverse_relation
+from ..kg import index_tensor, inverse_relation
+from ..resolve import resolve_graph
 from ..typed_graph import Signals, SourceWeights, TypedGraph
 from .degree_embedding import DegreeEmbedding
 
@@ -33,11 +35,22 @@ class RuleReasoner(Module):
     \mathbf{h}'_l] + \mathbf{b})` comes from the :math:`j`-th bidirectional
     LSTM run over the query embedding repeated :math:`L` times.
 
-    Here :math:`\mathbf{B}_k = \mathbf{M}_k` (the adjacency matrix of edge
-    type :math:`k`, counting duplicate edges), which is DRUM; with
-    :obj:`rank=1` it is the rank-one form of Neural LP.
-    :class:`DegreEmbedReasoner` scales the rows of :math:`\mathbf{M}_k`
-    by a learned degree embedding.
+    The operators are :math:`\mathbf{B}_k[e, j] = \mathbf{M}_k[e, j] \,
+    \rho_{e,k}`, with :math:`\mathbf{M}_k` the adjacency matrix of edge type
+    :math:`k` (counting duplicate edges) and :math:`\rho` the per-source
+    weights of the :obj:`edge_weight` module:
+
+    * :obj:`edge_weight=None` (:math:`\rho = 1`): DRUM; with :obj:`rank=1`
+      the rank-one form of Neural LP;
+    * :obj:`edge_weight=DegreeEmbedding(2 * R)`: DegreEmbed
+      (:class:`DegreEmbedReasoner` builds exactly this); call
+      :obj:`requires_grad_(False)` on the layer to keep it frozen;
+    * any module with a method :obj:`source_weights(graph, nodes=None)` that
+      returns :math:`\rho` for a :class:`~pyg_degreembed.TypedGraph` of
+      :math:`N` entities, as a tensor of shape :obj:`[N, K]` or as
+      :class:`~pyg_degreembed.SourceWeights` (rows of entities outside
+      :obj:`nodes` are never read), e.g. weights from pre-trained entity
+      embeddings.
 
     Args:
         num_relations (int): The number :math:`R` of KG relations.
@@ -55,20 +68,30 @@ class RuleReasoner(Module):
             and recompute the rest there
             (:func:`torch.utils.checkpoint.checkpoint`), trading time for
             memory. (default: :obj:`False`)
+        edge_weight (torch.nn.Module, optional): The module giving
+            :math:`\rho`, see above; it keeps the parameters it comes with
+            (:meth:`reset_parameters` resets it too). (default: :obj:`None`)
 
     Shapes:
-        - **input:** :class:`~pyg_degreembed.TypedGraph` of :math:`N`
-          entities, head entities :math:`(B)`, query relations :math:`(B)`
-          in :math:`[0, 2R)`
+        - **input:** the graph (:obj:`edge_index` :math:`(2, E)` and
+          :obj:`edge_type` :math:`(E)`, or a graph object, see
+          :meth:`forward`), head entities :math:`(B)`, query relations
+          :math:`(B)` in :math:`[0, 2R)`
         - **output:** scores :math:`(B, N)`
     """
     def __init__(self, num_relations: int, num_steps: int = 2, rank: int = 3,
                  embedding_dim: int = 128, hidden_channels: int = 128,
-                 eps: float = 1e-20, recompute: bool = False):
+                 eps: float = 1e-20, recompute: bool = False,
+                 edge_weight: Optional[Module] = None):
         super().__init__()
         if num_relations < 1 or num_steps < 1 or rank < 1:
             raise ValueError("'num_relations', 'num_steps' and 'rank' must "
                              "be positive")
+        if edge_weight is not None and not callable(
+                getattr(edge_weight, 'source_weights', None)):
+            raise TypeError(f"'edge_weight' must be a module with a method "
+                            f"source_weights(graph, nodes), got "
+                            f"{type(edge_weight).__name__}")
         self.num_relations = num_relations
         self.num_edge_types = 2 * num_relations
         self.num_steps = num_steps
@@ -85,13 +108,21 @@ class RuleReasoner(Module):
         ])
         # Operators 0..K-1 are the edge types, operator K the identity.
         self.attention = Linear(2 * hidden_channels, self.num_edge_types + 1)
-        self.reset_parameters()
+        self._reset_controllers()
+        # A given edge weight keeps its (pre-trained or frozen) parameters.
+        self.edge_weight = edge_weight
 
-    def reset_parameters(self):
+    def _reset_controllers(self):
         self.query_embedding.reset_parameters()
         for lstm in self.controllers:
             lstm.reset_parameters()
         self.attention.reset_parameters()
+
+    def reset_parameters(self):
+        r"""Resets all learnable parameters, the edge weight's included."""
+        self._reset_controllers()
+        if self.edge_weight is not None:
+            reset(self.edge_weight)
 
     def operator_attention(self, relation: Optional[Tensor] = None) -> Tensor:
         r"""The attention over the :math:`K + 1` operators (edge types, then
@@ -113,36 +144,68 @@ class RuleReasoner(Module):
         out = torch.stack([lstm(x)[0] for lstm in self.controllers], dim=1)
         return torch.softmax(self.attention(out), dim=-1)[index]
 
-    #: Whether :meth:`edge_weight` returns weights (else all edges weigh 1).
-    has_edge_weight = False
-
-    def edge_weight(self, graph: TypedGraph,
-                    nodes: Optional[Tensor] = None) -> Optional[Tensor]:
-        r"""The per-source weight :math:`\rho` of every edge type, shape
-        :obj:`[N, K]` (a tensor or
-        :class:`~pyg_degreembed.typed_graph.SourceWeights`), or :obj:`None`
-        for plain adjacency matrices.
+    def source_weights(self, graph: TypedGraph,
+                       nodes: Optional[Tensor] = None
+                       ) -> Optional[SourceWeights]:
+        r"""The per-source weights :math:`\rho` of the edge types on
+        :obj:`graph` (:obj:`None` without an edge weight, i.e.
+        :math:`\rho = 1`).
 
         Args:
             graph (TypedGraph): The observed graph.
             nodes (torch.Tensor, optional): If given, only the rows of these
                 entities are needed. (default: :obj:`None`)
         """
-        return None
+        if self.edge_weight is None:
+            return None
+        return SourceWeights.wrap(self.edge_weight.source_weights(graph,
+                                                                  nodes))
 
-    def forward(self, graph: TypedGraph, head: Tensor, relation: Tensor,
+    def graph(self, edge_index: Any, edge_type: Optional[Tensor] = None,
+              num_nodes: Optional[int] = None) -> TypedGraph:
+        r"""The prepared graph this model reasons on, from any graph input
+        of :meth:`forward` (see :func:`~pyg_degreembed.resolve_graph`; the
+        result is cached, so calling this is cheap)."""
+        return resolve_graph(edge_index, edge_type, num_nodes,
+                             num_relations=self.num_relations,
+                             device=self.query_embedding.weight.device)
+
+    def forward(self, edge_index: Any, edge_type: Optional[Tensor] = None,
+                head: Optional[Tensor] = None,
+                relation: Optional[Tensor] = None, *,
+                num_nodes: Optional[int] = None,
                 remove_tail: Optional[Tensor] = None,
                 mode: str = 'auto') -> Tensor:
         r"""Scores every entity as the answer of the queries
         :obj:`(head, relation, ?)`.
 
+        The graph comes first, in one of two forms (as in
+        :class:`~torch_geometric.nn.conv.RGCNConv`):
+
+        * :obj:`model(edge_index, edge_type, head, relation)` (and
+          :obj:`num_nodes=` if some entities have no edges): typed edges.
+          Types in :math:`[0, R)` are the KG's relations and the inverse
+          edges (type :obj:`r + R`) are added; a graph that holds types in
+          :math:`[R, 2R)` must hold every inverse edge already (as
+          :class:`~torch_geometric.datasets.RelLinkPredDataset` does);
+        * :obj:`model(data, head, relation)` with :obj:`data` a :obj:`Data`,
+          a :obj:`HeteroData`, a PyG KG dataset (whatever
+          :func:`~pyg_degreembed.as_kg` reads; valid and test triples are
+          never edges) or a :class:`~pyg_degreembed.TypedGraph`.
+
+        The graph is prepared once and cached (keyed on its tensors).
+
         Args:
-            graph (TypedGraph): The observed graph, with :math:`2R` edge
-                types (inverse edges included).
+            edge_index (torch.Tensor or graph): Edge indices of shape
+                :obj:`[2, E]`, or a graph object.
+            edge_type (torch.Tensor, optional): Edge types, shape
+                :obj:`[E]` (only with an :obj:`edge_index` tensor).
             head (torch.Tensor): Head entities, shape :obj:`[B]`.
             relation (torch.Tensor): Query relations in :math:`[0, 2R)`
                 (:obj:`r + R` asks for the head of :obj:`r`), shape
                 :obj:`[B]`.
+            num_nodes (int, optional): The number of entities :math:`N`
+                (with tensors; default: one more than the largest id).
             remove_tail (torch.Tensor, optional): If given (during training),
                 query :obj:`b` does not see the edge :obj:`(head[b],
                 relation[b], remove_tail[b])` nor its inverse, for that query
@@ -152,6 +215,9 @@ class RuleReasoner(Module):
 
         :rtype: :class:`torch.Tensor` of shape :obj:`[B, N]`
         """
+        graph, (head, relation) = self._parse(
+            edge_index, edge_type, [head, relation], num_nodes,
+            ('head', 'relation'))
         N, B, T = graph.num_nodes, head.numel(), self.rank
         x, a, rho, removed = self._walk(graph, head, relation, remove_tail,
                                         mode)
@@ -164,17 +230,25 @@ class RuleReasoner(Module):
             x.value)
         return scores.view(B, N)
 
-    def score(self, graph: TypedGraph, head: Tensor, relation: Tensor,
-              tail: Tensor, remove_edge: bool = True,
+    def score(self, edge_index: Any, edge_type: Optional[Tensor] = None,
+              head: Optional[Tensor] = None,
+              relation: Optional[Tensor] = None,
+              tail: Optional[Tensor] = None, *,
+              num_nodes: Optional[int] = None, remove_edge: bool = True,
               mode: str = 'auto') -> Tensor:
-        r"""The scores of the given answers only, :obj:`forward(graph, head,
-        relation, remove_tail=tail if remove_edge else None)[b, tail[b]]`,
-        computed without scoring every entity in the last step (see
+        r"""The scores of the given answers only, :obj:`forward(...,
+        remove_tail=tail if remove_edge else None)[b, tail[b]]`, computed
+        without scoring every entity in the last step (see
         :meth:`TypedGraph.propagate_at`): the fast path of training with the
-        :obj:`"nll"` loss.
+        :obj:`"nll"` loss.  The graph is given as in :meth:`forward`:
+        :obj:`score(edge_index, edge_type, head, relation, tail)` or
+        :obj:`score(data, head, relation, tail)`.
 
         :rtype: :class:`torch.Tensor` of shape :obj:`[B]`
         """
+        graph, (head, relation, tail) = self._parse(
+            edge_index, edge_type, [head, relation, tail], num_nodes,
+            ('head', 'relation', 'tail'))
         K, T = self.num_edge_types, self.rank
         self._check_entities(graph, tail, 'tail')
         x, a, rho, removed = self._walk(graph, head, relation,
@@ -187,6 +261,25 @@ class RuleReasoner(Module):
                             0.)
         return value.view(-1, T).sum(dim=-1)
 
+    def _parse(self, edge_index, edge_type, query: List, num_nodes,
+               names: Tuple[str, ...]):
+        # The two call forms: (edge_index, edge_type, *query) and
+        # (graph, *query), where the query tensors arrive one slot early.
+        if not isinstance(edge_index, Tensor) and edge_type is not None:
+            if query[-1] is not None:
+                raise TypeError(f'Too many arguments: a graph object takes '
+                                f'the place of edge_index and edge_type, '
+                                f'then {", ".join(names)}')
+            query = [edge_type] + query[:-1]
+            edge_type = None
+        for value, name in zip(query, names):
+            if value is None:
+                raise TypeError(f"Missing '{name}'")
+        query = [index_tensor(value, name) for value, name in
+                 zip(query, names)]
+        graph = self.graph(edge_index, edge_type, num_nodes)
+        return graph, [q.to(graph.device) for q in query]
+
     def _walk(self, graph, head, relation, remove_tail, mode):
         # The first L - 1 steps; returns the signals, the attention of the
         # last step [K + 1, C], rho and the left-out edges.
@@ -196,10 +289,10 @@ class RuleReasoner(Module):
         attention = self.operator_attention(relation)  # [B, T, L, K + 1]
         # Only entities within L - 1 hops of a head can send a signal.
         rho = None
-        if self.has_edge_weight:
+        if self.edge_weight is not None:
             sources = graph.neighborhood(head, self.num_steps - 1)
             rho = self._run(
-                self.edge_weight, graph,
+                self.source_weights, graph,
                 sources if sources.numel() < graph.num_nodes else None)
 
         # Column c = b * T + j holds query b at rank j.
@@ -207,6 +300,12 @@ class RuleReasoner(Module):
                             attention.new_ones(C))
         removed = None
         if remove_tail is not None:
+            remove_tail = index_tensor(remove_tail,
+                                       'remove_tail').to(graph.device)
+            if remove_tail.shape != head.shape:
+                raise ValueError(f"'remove_tail' must have the shape of "
+                                 f"'head' {list(head.shape)}, got "
+                                 f"{list(remove_tail.shape)}")
             self._check_entities(graph, remove_tail, 'remove_tail')
             inverse = inverse_relation(relation, self.num_relations)
             lo1, hi1 = graph.edge_range(head, relation, remove_tail)
@@ -244,7 +343,8 @@ class RuleReasoner(Module):
                 for rule in extract_rules(self, q, k)]
 
     def config(self) -> dict:
-        r"""The constructor arguments, to rebuild the model."""
+        r"""The constructor arguments, to rebuild the model (the edge weight
+        is described by :func:`~pyg_degreembed.checkpoint.model_spec`)."""
         return dict(num_relations=self.num_relations,
                     num_steps=self.num_steps, rank=self.rank,
                     embedding_dim=self.embedding_dim,
@@ -252,11 +352,6 @@ class RuleReasoner(Module):
                     recompute=self.recompute)
 
     def _check_input(self, graph: TypedGraph, head: Tensor, relation: Tensor):
-        if graph.num_edge_types != self.num_edge_types:
-            raise ValueError(
-                f'The graph has {graph.num_edge_types} edge types, but this '
-                f'model was built for {self.num_relations} relations '
-                f'({self.num_edge_types} edge types with inverses)')
         if head.shape != relation.shape or head.dim() != 1:
             raise ValueError(f"'head' and 'relation' must be vectors of one "
                              f"length, got shapes {list(head.shape)} and "
@@ -277,49 +372,32 @@ class RuleReasoner(Module):
                              f"[0, {graph.num_nodes})")
 
     def __repr__(self) -> str:
+        weight = '' if self.edge_weight is None else \
+            f', edge_weight={self.edge_weight}'
         return (f'{self.__class__.__name__}({self.num_relations}, '
-                f'num_steps={self.num_steps}, rank={self.rank})')
+                f'num_steps={self.num_steps}, rank={self.rank}{weight})')
 
 
 class DegreEmbedReasoner(RuleReasoner):
     r"""The DegreEmbed model from the "DegreEmbed: incorporating entity
     embedding into logic rule learning for knowledge graph reasoning" paper
-    (Li et al.): a :class:`RuleReasoner` whose operators are
-    :math:`\mathbf{B}_k[e, j] = \mathbf{M}_k[e, j] \, \rho_{e,k}`, with
-    :math:`\rho` from a :class:`DegreeEmbedding` of the observed graph,
-    trained end to end.
+    (Li et al.): :obj:`RuleReasoner(num_relations, ...,
+    edge_weight=DegreeEmbedding(2 * num_relations, embedding_dim,
+    hidden_channels))`, trained end to end.  Takes the arguments of
+    :class:`RuleReasoner` except :obj:`edge_weight`; the degree embedding
+    uses the model's :obj:`embedding_dim` and :obj:`hidden_channels`."""
+    def __init__(self, num_relations: int, **kwargs):
+        if 'edge_weight' in kwargs:
+            raise TypeError("DegreEmbedReasoner builds its own edge weight; "
+                            "use RuleReasoner(..., edge_weight=...) for "
+                            "another")
+        super().__init__(num_relations, **kwargs)
+        # Built after the controllers, as before (same initialisation for
+        # the same seed).
+        self.edge_weight = DegreeEmbedding(2 * num_relations,
+                                           self.embedding_dim,
+                                           self.hidden_channels)
 
-    Args:
-        num_relations (int): The number :math:`R` of KG relations.
-        num_steps (int, optional): The maximum rule length :math:`L`.
-            (default: :obj:`2`)
-        rank (int, optional): The rank :math:`T`. (default: :obj:`3`)
-        embedding_dim (int, optional): Size of the query and degree-type
-            embeddings. (default: :obj:`128`)
-        hidden_channels (int, optional): Hidden size of each LSTM direction.
-            (default: :obj:`128`)
-        eps (float, optional): The :math:`\epsilon` of the normalisation.
-            (default: :obj:`1e-20`)
-        recompute (bool, optional): Memory-lean training, see
-            :class:`RuleReasoner`. (default: :obj:`False`)
-    """
-    def __init__(self, num_relations: int, num_steps: int = 2, rank: int = 3,
-                 embedding_dim: int = 128, hidden_channels: int = 128,
-                 eps: float = 1e-20, recompute: bool = False):
-        super().__init__(num_relations, num_steps, rank, embedding_dim,
-                         hidden_channels, eps, recompute)
-        self.degree_embedding = DegreeEmbedding(2 * num_relations,
-                                                embedding_dim, hidden_channels)
-
-    def reset_parameters(self):
-        super().reset_parameters()
-        # RuleReasoner.__init__ calls this before the layer exists (and the
-        # layer initialises itself).
-        if hasattr(self, 'degree_embedding'):
-            self.degree_embedding.reset_parameters()
-
-    has_edge_weight = True
-
-    def edge_weight(self, graph: TypedGraph,
-                    nodes: Optional[Tensor] = None) -> SourceWeights:
-        return self.degree_embedding.source_weights(graph.degree, nodes)
+    def __repr__(self) -> str:
+        return (f'{self.__class__.__name__}({self.num_relations}, '
+                f'num_steps={self.num_steps}, rank={self.rank})')
