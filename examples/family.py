@@ -51,5 +51,5 @@ for tie in ('realistic', 'optimistic'):
 print('\ntop rules')
 for name in data.relation_names[:4]:
     relation = data.relation_names.index(name)
-    for rule in extract_rules(model, relation, k=3):
+    for rule in extract_rules(model, relation, k=3, data=data):
         print('  ' + rule.format(data.relation_names))

@@ -1,5 +1,6 @@
 r"""pyg_degreembed: interpretable rule learning on knowledge graphs with
 PyTorch Geometric (DegreEmbed, DRUM, Neural LP)."""
+from .checkpoint import load_model
 from .convert import as_kg, from_edge_index, from_hetero_data, to_hetero_data
 from .datasets import KGBenchmark, bundled_path
 from .evaluation import (Ranks, TrueAnswers, compute_ranks, evaluate,
@@ -8,6 +9,7 @@ from .explain import explain
 from .features import DegreeSets, degree_sets
 from .io import KGFormatError, load_neural_lp
 from .nn import DegreeEmbedding, DegreEmbedReasoner, RuleReasoner
+from .predict import Prediction, predict
 from .resolve import resolve_graph
 from .rules import Rule, extract_rules
 from .runtime import retain_freed_memory
@@ -21,6 +23,7 @@ __all__ = [
     'KGFormatError', 'KGBenchmark', 'bundled_path', 'as_kg',
     'from_edge_index', 'from_hetero_data', 'to_hetero_data',
     'resolve_graph', 'TrueAnswers', 'Ranks', 'filtered_ranks',
-    'compute_ranks', 'evaluate', 'explain', 'fit', 'FitResult', 'rule_loss',
-    'Rule', 'extract_rules', 'retain_freed_memory', '__version__'
+    'compute_ranks', 'evaluate', 'explain', 'predict', 'Prediction', 'fit',
+    'FitResult', 'rule_loss', 'Rule', 'extract_rules', 'load_model',
+    'retain_freed_memory', '__version__'
 ]

@@ -25,7 +25,7 @@ argument: :obj:`DegreEmbedReasoner` kept its layer as
 import json
 import os
 import tempfile
-from typing import Any, Callable, Dict
+from typing import Any, Callable, Dict, Optional, Union
 
 import torch
 
@@ -150,6 +150,36 @@ def model_from_checkpoint(payload: Dict[str, Any], best: bool = True):
     state = payload['state']
     model.load_state_dict(state['best_model'] if best else state['model'])
     return model
+
+
+def load_model(path: str, dataset: Optional[str] = None,
+               device: Union[str, torch.device] = 'cpu'):
+    r"""Loads a trained model and its KG from a checkpoint (of
+    :func:`~pyg_degreembed.fit` or :obj:`pyg-degreembed train`), to carry
+    on in Python.
+
+    Args:
+        path (str): The checkpoint file.
+        dataset (str, optional): The KG (a bundled name, a folder or a
+            triples file; see :func:`~pyg_degreembed.datasets.load_dataset`).
+            (default: the one recorded in the checkpoint)
+        device (torch.device, optional): Where to put the model.
+            (default: :obj:`"cpu"`)
+
+    :rtype: (:class:`~pyg_degreembed.RuleReasoner` with the best weights,
+        in eval mode, :class:`~torch_geometric.data.Data`)
+    """
+    from .datasets import load_dataset
+    payload = load_checkpoint(path)
+    source = dataset or payload['kg'].get('source')
+    if source is None:
+        raise CheckpointError(f'{path} does not record its dataset; pass '
+                              'the dataset')
+    data = load_dataset(source)
+    check_kg(payload, data, path)
+    model = model_from_checkpoint(payload).to(torch.device(device))
+    model.eval()
+    return model, data
 
 
 def check_kg(payload: Dict[str, Any], data, path: str = 'checkpoint'):

@@ -15,6 +15,7 @@ r"""The :obj:`pyg-degreembed` command line.
 A failure exits with status 2 and one line :obj:`error: ...` on stderr.
 """
 import argparse
+import inspect
 import os
 import sys
 from typing import List, Optional
@@ -22,8 +23,7 @@ from typing import List, Optional
 import torch
 from torch_geometric import seed_everything
 
-from .checkpoint import (CheckpointError, check_kg, load_checkpoint,
-                         model_from_checkpoint, save_json)
+from .checkpoint import CheckpointError, load_model, save_json
 from .datasets import load_dataset
 from .distributed import init_from_env, world
 from .evaluation import TIE_POLICIES, compute_ranks
@@ -31,6 +31,7 @@ from .explain import explain
 from .io import KGFormatError
 from .kg import relation_name
 from .nn import DegreEmbedReasoner, RuleReasoner
+from .predict import predict, reflexive
 from .runtime import retain_freed_memory
 from .saturation import saturation, saturation_table
 from .training import fit
@@ -69,100 +70,149 @@ def build_parser() -> argparse.ArgumentParser:
         'DRUM, Neural LP), predict links and explain them.')
     sub = parser.add_subparsers(dest='command', required=True)
 
-    p = sub.add_parser('train', help='train and evaluate a model')
+    def command(name, help):
+        return sub.add_parser(
+            name, help=help, description=help,
+            formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+
+    # One default configuration: the training options take fit()'s and the
+    # models' defaults.
+    fit_default = _defaults(fit)
+    model_default = _defaults(RuleReasoner)
+    p = command('train', 'train and evaluate a model')
     p.add_argument('--dataset', default='family',
                    help="bundled name (family, kinship, umls), a Neural-LP "
-                   "folder or a triples file (default: family)")
-    p.add_argument('--model', default='degreembed', choices=list(MODELS))
-    p.add_argument('--steps', type=int, default=2,
-                   help='maximum rule length L (default: 2)')
-    p.add_argument('--rank', type=int, default=3,
-                   help='rank T (default: 3; neurallp uses 1)')
-    p.add_argument('--dim', type=int, default=128,
-                   help='embedding and LSTM size (default: 128)')
-    p.add_argument('--epochs', type=int, default=10)
-    p.add_argument('--patience', type=int, default=3)
-    p.add_argument('--batch-size', type=int, default=128)
-    p.add_argument('--lr', type=float, default=1e-3)
-    p.add_argument('--loss', default='nll', choices=['nll', 'bce'])
-    p.add_argument('--seed', type=int, default=0)
-    p.add_argument('--device', default='cpu')
+                   "folder or a triples file")
+    p.add_argument('--model', default='degreembed', choices=list(MODELS),
+                   help='the rule learner')
+    p.add_argument('--steps', type=int, default=model_default['num_steps'],
+                   help='maximum rule length L')
+    p.add_argument('--rank', type=int, default=model_default['rank'],
+                   help='rank T (neurallp always uses 1)')
+    p.add_argument('--dim', type=int, default=model_default['embedding_dim'],
+                   help='embedding and LSTM size')
+    p.add_argument('--epochs', type=int, default=fit_default['epochs'],
+                   help='maximum number of epochs (early stopping usually '
+                   'ends sooner)')
+    p.add_argument('--patience', type=int, default=fit_default['patience'],
+                   help='epochs without a better validation MRR before '
+                   'stopping')
+    p.add_argument('--batch-size', type=int,
+                   default=fit_default['batch_size'],
+                   help='training queries per step')
+    p.add_argument('--lr', type=float, default=fit_default['lr'],
+                   help='Adam learning rate')
+    p.add_argument('--loss', default=fit_default['loss'],
+                   choices=['nll', 'bce'], help='training loss')
+    p.add_argument('--seed', type=int, default=fit_default['seed'],
+                   help='seed of the initialisation and the shuffling')
+    p.add_argument('--device', default='cpu', help='cpu, cuda, cuda:1, ...')
     p.add_argument('--recompute', action='store_true',
                    help='memory-lean: recompute each hop in the backward '
                    'pass instead of storing it (slower)')
     p.add_argument('--checkpoint', default=None,
-                   help='checkpoint file, written every epoch '
-                   '(default: runs/<dataset>-<model>.pt)')
+                   help='checkpoint file, written every epoch (None: '
+                   'runs/<dataset>-<model>.pt)')
     p.add_argument('--resume', action='store_true',
                    help='continue from --checkpoint if it exists')
     p.add_argument('--json', default=None,
-                   help='metrics file (default: the checkpoint with .json)')
-    p.add_argument('--no-progress', action='store_true')
+                   help='metrics file (None: the checkpoint with .json)')
+    p.add_argument('--no-progress', action='store_true',
+                   help='no progress bar or progress lines')
+    p.add_argument('--progress-interval', type=float,
+                   default=fit_default['progress_interval'],
+                   help='seconds between two progress lines when the '
+                   'output is not a terminal')
     p.set_defaults(handler=cmd_train)
 
-    p = sub.add_parser('evaluate', help='filtered ranking metrics')
+    p = command('evaluate', 'filtered ranking metrics')
     _checkpoint_args(p)
-    p.add_argument('--split', default='test', choices=['valid', 'test'])
-    p.add_argument('--json', default=None, help='write the metrics here')
+    p.add_argument('--split', default='test', choices=['valid', 'test'],
+                   help='the triples to rank')
+    p.add_argument('--json', default=None,
+                   help='write the metrics here (None: do not)')
     p.set_defaults(handler=cmd_evaluate)
 
-    p = sub.add_parser('predict', help="top-k answers of 'head relation ?'")
+    p = command('predict', "top-k new answers of 'head relation ?'")
     _checkpoint_args(p)
     p.add_argument('--head', required=True, help='head entity name')
     p.add_argument('--relation', required=True,
                    help="relation name (inv_<name> asks for heads)")
-    p.add_argument('--k', type=int, default=10)
+    p.add_argument('--k', type=int, default=10, help='answers to show')
+    p.add_argument('--show-known', action='store_true',
+                   help='also list answers already in the KG and the head '
+                   'itself, marked')
     p.set_defaults(handler=cmd_predict)
 
-    p = sub.add_parser('rules', help='the learned rules')
+    p = command('rules', 'the learned rules')
     _checkpoint_args(p)
     p.add_argument('--relation', default=None,
-                   help='one relation (default: all, inverses included)')
-    p.add_argument('--k', type=int, default=5)
+                   help='one relation (None: all, inverses included)')
+    p.add_argument('--k', type=int, default=5, help='rules per relation')
     p.add_argument('--no-inverse', action='store_true',
                    help='without --relation: only the R forward queries')
-    p.add_argument('--json', default=None, help='write the rules here')
+    p.add_argument('--confidence', default='grounded',
+                   choices=['grounded', 'attention'],
+                   help="grounded: each rule's share of the model's score "
+                   'on the training queries (what the model does); '
+                   'attention: the attention alone, relative to the best '
+                   'rule')
+    p.add_argument('--json', default=None,
+                   help='write the rules here (None: do not)')
     p.set_defaults(handler=cmd_rules)
 
-    p = sub.add_parser('explain',
-                       help='the rule paths behind one predicted answer')
+    p = command('explain', 'the rule paths behind one predicted answer')
     _checkpoint_args(p)
-    p.add_argument('--head', required=True)
-    p.add_argument('--relation', required=True)
-    p.add_argument('--tail', required=True)
+    p.add_argument('--head', required=True, help='head entity name')
+    p.add_argument('--relation', required=True,
+                   help="relation name (inv_<name> asks for heads)")
+    p.add_argument('--tail', required=True, help='the answer to explain')
     p.add_argument('--k', type=int, default=10, help='paths to show')
+    p.add_argument('--plot', default=None,
+                   help='draw the paths as a graph into this PNG file '
+                   '(None: do not)')
     p.set_defaults(handler=cmd_explain)
 
-    p = sub.add_parser('saturation',
-                       help='macro/micro/comprehensive saturation of '
-                       'rule patterns')
-    p.add_argument('--dataset', default='family')
+    p = command('saturation',
+                'macro/micro/comprehensive saturation of rule patterns')
+    p.add_argument('--dataset', default='family',
+                   help='bundled name, Neural-LP folder or triples file')
     p.add_argument('--steps', type=int, default=2,
-                   help='maximum pattern length (default: 2)')
+                   help='maximum pattern length')
     p.add_argument('--graph', default='all', choices=['all', 'observed'],
-                   help='triples forming the graph (default: all splits, '
-                   'as the paper)')
+                   help='triples forming the graph (all splits is the '
+                   "paper's convention)")
     p.add_argument('--inverse', action='store_true',
                    help='count paths along inverse edges too')
-    p.add_argument('--relation', default=None, help='one relation')
+    p.add_argument('--relation', default=None,
+                   help='one relation (None: all)')
     p.add_argument('--top', type=int, default=5,
                    help='patterns shown per relation')
-    p.add_argument('--json', default=None, help='write all values here')
+    p.add_argument('--json', default=None,
+                   help='write all values here (None: do not)')
     p.set_defaults(handler=cmd_saturation)
 
-    p = sub.add_parser('plot', help='t-SNE plot of the degree embeddings')
+    p = command('plot', 't-SNE plot of the degree embeddings')
     _checkpoint_args(p)
-    p.add_argument('--out', default='embedding.png')
-    p.add_argument('--top', type=int, default=10)
+    p.add_argument('--out', default='embedding.png', help='the PNG file')
+    p.add_argument('--top', type=int, default=10,
+                   help='degree-type classes to colour')
     p.set_defaults(handler=cmd_plot)
     return parser
 
 
+def _defaults(function) -> dict:
+    return {name: p.default for name, p in
+            inspect.signature(function).parameters.items()
+            if p.default is not inspect.Parameter.empty}
+
+
 def _checkpoint_args(p):
-    p.add_argument('--checkpoint', required=True)
+    p.add_argument('--checkpoint', required=True,
+                   help='a checkpoint written by train')
     p.add_argument('--dataset', default=None,
-                   help='the KG (default: the one the model was trained on)')
-    p.add_argument('--device', default='cpu')
+                   help='the KG (None: the one the model was trained on)')
+    p.add_argument('--device', default='cpu', help='cpu, cuda, cuda:1, ...')
 
 
 def cmd_train(args):
@@ -188,11 +238,13 @@ def cmd_train(args):
     fit(model, data, epochs=args.epochs, batch_size=args.batch_size,
         lr=args.lr, patience=args.patience, loss=args.loss, seed=args.seed,
         device=torch.device(args.device), progress=not args.no_progress,
-        checkpoint=checkpoint, resume=args.resume)
+        progress_interval=args.progress_interval, checkpoint=checkpoint,
+        resume=args.resume)
     json_path = args.json or os.path.splitext(checkpoint)[0] + '.json'
     if process == 0:
         print(f'checkpoint: {checkpoint}')
-    _report(model, data, 'test', json_path, quiet=process != 0)
+    _report(model, data, 'test', json_path, quiet=process != 0,
+            progress=not args.no_progress)
 
 
 def cmd_evaluate(args):
@@ -204,25 +256,38 @@ def cmd_predict(args):
     model, data = _load(args)
     head = _entity(data, args.head)
     relation = _relation(data, args.relation)
-    scores = model(data, [head], [relation])[0].cpu()
-    k = min(args.k, data.num_nodes)
-    values, index = scores.topk(k)
+    if args.k < 0:
+        raise CLIError(f'--k must be at least 0, got {args.k}')
+    answers = predict(model, data, head, relation, args.k,
+                      filter_known=not args.show_known)
     print(f'{args.head} {relation_name(data, relation)} ?')
+    if args.show_known:
+        print('filter: none (answers already in the KG are marked '
+              '"known", the head itself "head")')
+    else:
+        head_note = '' if reflexive(data, relation) else \
+            ' and the head itself'
+        print(f'filter: answers already in the KG (any split){head_note} '
+              'are left out (--show-known lists them)')
     print(f"{'rank':>4}  {'score':>10}  entity")
-    for place, (value, e) in enumerate(zip(values.tolist(),
-                                           index.tolist()), start=1):
-        if value <= 0:
-            print(f'      (the other {data.num_nodes - place + 1} entities '
-                  'score 0)')
-            break
-        print(f'{place:>4}  {value:10.4g}  {data.entity_names[e]}')
+    for place, answer in enumerate(answers, start=1):
+        marks = [m for m, on in (('known', answer.known),
+                                 ('head', answer.is_head)) if on]
+        mark = f"  ({', '.join(marks)})" if marks else ''
+        print(f'{place:>4}  {answer.score:10.4g}  '
+              f'{data.entity_names[answer.entity]}{mark}')
+    if len(answers) < args.k:
+        print('      (no other entity has a score above 0)')
 
 
 def cmd_rules(args):
     model, data = _load(args)
-    rules = (model.rules(_relation(data, args.relation), args.k)
-             if args.relation else
-             model.rules(k=args.k, inverse=not args.no_inverse))
+    if args.k < 0:
+        raise CLIError(f'--k must be at least 0, got {args.k}')
+    relation = None if args.relation is None else \
+        _relation(data, args.relation)
+    rules = model.rules(relation, args.k, inverse=not args.no_inverse,
+                        data=data, confidence=args.confidence)
     out = []
     for rule in rules:
         print(rule.format(data.relation_names))
@@ -230,6 +295,7 @@ def cmd_rules(args):
             'head': relation_name(data, rule.head),
             'body': [relation_name(data, k) for k in rule.body],
             'confidence': rule.confidence,
+            'confidence_kind': args.confidence,
             'text': rule.format(data.relation_names),
         })
     if args.json:
@@ -237,6 +303,8 @@ def cmd_rules(args):
 
 
 def cmd_explain(args):
+    if args.k < 0:
+        raise CLIError(f'--k must be at least 0, got {args.k}')
     model, data = _load(args)
     head, tail = _entity(data, args.head), _entity(data, args.tail)
     relation = _relation(data, args.relation)
@@ -248,6 +316,11 @@ def cmd_explain(args):
     rest = len(result.paths) - args.k
     if rest > 0:
         print(f'  ... and {rest} more paths')
+    if args.plot:
+        from .plot import plot_explanation
+        plot_explanation(result, args.plot, data.entity_names,
+                         data.relation_names, max_paths=max(args.k, 1))
+        print(f'plot: {args.plot}')
 
 
 def cmd_saturation(args):
@@ -277,16 +350,8 @@ def cmd_plot(args):
 
 
 def _load(args):
-    payload = load_checkpoint(args.checkpoint)
-    source = args.dataset or payload['kg'].get('source')
-    if source is None:
-        raise CLIError(f'{args.checkpoint} does not record its dataset; '
-                       'pass --dataset')
-    data = load_dataset(source)
-    check_kg(payload, data, args.checkpoint)
-    model = model_from_checkpoint(payload).to(torch.device(args.device))
-    model.eval()
-    return model, data
+    return load_model(args.checkpoint, args.dataset,
+                      torch.device(args.device))
 
 
 def _entity(data, name: str) -> int:
@@ -307,8 +372,8 @@ def _relation(data, name: str) -> int:
                    f"{', '.join(names[:10])}{more})")
 
 
-def _report(model, data, split, json_path, quiet=False):
-    ranks = compute_ranks(model, data, split)
+def _report(model, data, split, json_path, quiet=False, progress=True):
+    ranks = compute_ranks(model, data, split, progress=progress and not quiet)
     metrics = {tie: ranks.metrics(tie, list(data.relation_names))
                for tie in TIE_POLICIES}
     if quiet:

@@ -11,7 +11,8 @@ and the filtered candidates (every other known true answer removed):
 
 The DegreEmbed paper reports optimistic ranks.
 """
-from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Union
+from typing import (Any, Callable, Dict, List, NamedTuple, Optional,
+                    Sequence, Union)
 
 import torch
 from torch import Tensor
@@ -20,6 +21,7 @@ from torch.nn import Module
 from .convert import as_kg
 from .distributed import gather_strided, world
 from .kg import all_triples, split_triples
+from .progress import Progress
 from .ragged import ragged_arange
 from .resolve import resolve_graph
 from .typed_graph import TypedGraph
@@ -161,7 +163,7 @@ class Ranks(NamedTuple):
 def compute_ranks(model: Module, data: Any,
                   triples: Union[str, Tensor] = 'test',
                   true_answers: Optional[TrueAnswers] = None,
-                  batch_size: int = 256) -> Ranks:
+                  batch_size: int = 256, progress: bool = False) -> Ranks:
     r"""Filtered ranks of a model on triples of a KG, both directions pooled
     (all tail queries, then all head queries, in the order of the triples).
 
@@ -179,6 +181,10 @@ def compute_ranks(model: Module, data: Any,
         true_answers (TrueAnswers, optional): The known true triples to
             filter. (default: every split of :obj:`data`)
         batch_size (int, optional): Queries per batch. (default: :obj:`256`)
+        progress (bool, optional): Report progress (a bar on a terminal,
+            else a line every 30 s; see
+            :class:`~pyg_degreembed.progress.Progress`).
+            (default: :obj:`False`)
     """
     kg = as_kg(data)
     parameter = next(model.parameters(), None)
@@ -190,12 +196,17 @@ def compute_ranks(model: Module, data: Any,
     if true_answers is None:
         true_answers = TrueAnswers(all_triples(kg), kg.num_nodes,
                                    kg.num_relations)
-    return rank_queries(model, graph, triples, true_answers, batch_size)
+    return rank_queries(
+        model, graph, triples, true_answers, batch_size,
+        progress=lambda total: Progress(total, 'evaluating',
+                                        enabled=progress))
 
 
 @torch.no_grad()
 def rank_queries(model: Module, graph: TypedGraph, triples: Tensor,
-                 true_answers: TrueAnswers, batch_size: int = 256) -> Ranks:
+                 true_answers: TrueAnswers, batch_size: int = 256,
+                 progress: Optional[Callable[[int], Progress]] = None
+                 ) -> Ranks:
     r""":func:`compute_ranks` on a prepared graph (the inner loop, as used
     by :func:`~pyg_degreembed.fit` for validation).
 
@@ -206,10 +217,13 @@ def rank_queries(model: Module, graph: TypedGraph, triples: Tensor,
         triples (torch.Tensor): Triples to evaluate, shape :obj:`[3, n]`.
         true_answers (TrueAnswers): All known true triples, for filtering.
         batch_size (int, optional): Queries per batch. (default: :obj:`256`)
+        progress (callable, optional): Makes the
+            :class:`~pyg_degreembed.progress.Progress` of a given number of
+            batches. (default: :obj:`None`, silent)
     """
     num_processes, process = world()
     local = _local_ranks(model, graph, triples[:, process::num_processes],
-                         true_answers, batch_size)
+                         true_answers, batch_size, progress)
     if num_processes > 1:
         parts = [None] * num_processes
         torch.distributed.all_gather_object(parts, local)
@@ -225,7 +239,8 @@ def rank_queries(model: Module, graph: TypedGraph, triples: Tensor,
                  direction=torch.cat([torch.zeros(n), torch.ones(n)]).long())
 
 
-def _local_ranks(model, graph, triples, true_answers, batch_size):
+def _local_ranks(model, graph, triples, true_answers, batch_size,
+                 progress=None):
     R = true_answers.num_edge_types // 2
     device = graph.device
     head, relation, answer = (t.to(device)
@@ -234,7 +249,9 @@ def _local_ranks(model, graph, triples, true_answers, batch_size):
     was_training = model.training
     model.eval()
     parts: Dict[str, List[Tensor]] = {tie: [] for tie in TIE_POLICIES}
-    for start in range(0, head.numel(), batch_size):
+    starts = range(0, head.numel(), batch_size)
+    report = progress(len(starts)) if progress is not None else None
+    for start in starts:
         h = head[start:start + batch_size]
         q = relation[start:start + batch_size]
         t = answer[start:start + batch_size]
@@ -242,6 +259,10 @@ def _local_ranks(model, graph, triples, true_answers, batch_size):
         ranks = filtered_ranks(scores, t, true_answers.lookup(h, q))
         for tie in TIE_POLICIES:
             parts[tie].append(ranks[tie].cpu())
+        if report is not None:
+            report.update(h.numel())
+    if report is not None:
+        report.close()
     model.train(was_training)
     return {tie: torch.cat(v) if v else torch.empty(0, dtype=torch.double)
             for tie, v in parts.items()}

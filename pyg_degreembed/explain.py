@@ -25,7 +25,7 @@ import torch
 from torch.nn import Module
 
 from .rules import _atom
-from .typed_graph import Signals, TypedGraph
+from .typed_graph import TypedGraph
 
 
 @dataclass(frozen=True)
@@ -62,6 +62,45 @@ class Explanation:
     score: float
     paths: List[PathContribution]
 
+    def to_networkx(self, entity_names: Optional[Sequence[str]] = None,
+                    relation_names: Optional[Sequence[str]] = None):
+        r"""The explanation as a :class:`networkx.MultiDiGraph`.
+
+        Nodes are the entities on the paths, with attributes :obj:`name`
+        and :obj:`role` (:obj:`"head"`, :obj:`"tail"` or :obj:`""`).  Each
+        distinct step :math:`z \xrightarrow{k} z'` of a path is one edge
+        with key :obj:`k` and attributes :obj:`relation` (:math:`k`),
+        :obj:`name` (:obj:`inv_r` for an inverse type), :obj:`weight` (the
+        summed contributions of the paths through it) and :obj:`share`
+        (:obj:`weight` over the score).  The graph's attributes hold the
+        query and the score.
+        """
+        import networkx as nx
+        graph = nx.MultiDiGraph(head=self.head, relation=self.relation,
+                                tail=self.tail, score=self.score)
+
+        def entity(e):
+            return entity_names[e] if entity_names is not None else str(e)
+
+        for e in (self.head, self.tail):
+            graph.add_node(e, name=entity(e), role='head'
+                           if e == self.head else 'tail')
+        weight = {}
+        for path in self.paths:
+            steps = {(path.entities[i], path.entities[i + 1], k)
+                     for i, k in enumerate(path.body)}
+            for step in steps:
+                weight[step] = weight.get(step, 0.) + path.contribution
+        for (u, v, k), w in sorted(weight.items()):
+            for node in (u, v):
+                if node not in graph:
+                    graph.add_node(node, name=entity(node), role='')
+            graph.add_edge(u, v, key=k, relation=k,
+                           name=_relation_label(k, relation_names),
+                           weight=w, share=w / self.score if self.score
+                           else 0.)
+        return graph
+
 
 @torch.no_grad()
 def explain(model: Module, graph: Any, head: int, relation: int, tail: int,
@@ -93,20 +132,11 @@ def explain(model: Module, graph: Any, head: int, relation: int, tail: int,
     relation_t = torch.tensor([relation], device=device)
     attention = model.operator_attention(relation_t)[0]  # [T, L, K + 1]
     rho = model.source_weights(graph, graph.neighborhood(head_t, L - 1))
-
-    # The normalisers Z[j, l], from the same computation as forward().
-    x = Signals.one_hot(head_t.repeat(T), attention.new_ones(T))
-    normalisers = []
-    for step in range(L):
-        a = attention[:, step].t()
-        x = graph.propagate(x, a[:K], rho, a[K])
-        total = x.value.new_zeros(T).index_add(0, x.column, x.value)
-        normalisers.append(total.clamp(min=model.eps))
-        x = x.normalize(model.eps)
-    score = float(x.to_dense(N)[tail].sum())
-    weights = (attention.double() /
-               torch.stack(normalisers, dim=1).double().unsqueeze(-1))
-    # weights[j, l, o]: a / Z for every rank, step and operator.
+    score = float(model(graph, head_t, relation_t)[0, tail])
+    # weights[j, l, o]: a / Z for every rank, step and operator, with the
+    # normalisers Z[j, l] of forward().
+    weights = (attention.double() / model.step_totals(
+        graph, head_t, relation_t)[0].double().unsqueeze(-1))
 
     reach = _reaching(graph, tail, L)
     ptr = graph.node_ptr.tolist()
@@ -153,6 +183,15 @@ def explain(model: Module, graph: Any, head: int, relation: int, tail: int,
     if max_paths is not None:
         paths = paths[:max_paths]
     return Explanation(head, relation, tail, score, paths)
+
+
+def _relation_label(edge_type: int,
+                    relation_names: Optional[Sequence[str]]) -> str:
+    if relation_names is None:
+        return str(edge_type)
+    R = len(relation_names)
+    return relation_names[edge_type] if edge_type < R else \
+        'inv_' + relation_names[edge_type - R]
 
 
 def _reaching(graph: TypedGraph, tail: int, num_steps: int):

@@ -14,8 +14,10 @@ the file and line:
 
 * UTF-8 text; a leading byte-order mark and Windows line ends (CRLF) are
   accepted and ignored.  Other bytes that are not UTF-8 are rejected.
-* A missing final newline is accepted.  Blank lines are rejected (they usually
-  mean a truncated or hand-edited file).
+* A missing final newline is accepted, and so are empty or whitespace-only
+  lines at the end of a file (editors and most tools leave them, and PyG's
+  and PyKEEN's readers accept them).  A blank line before the last triple is
+  rejected (it usually means a truncated or hand-edited file).
 * A triple line must have exactly three tab-separated, non-empty fields whose
   names occur in :obj:`entities.txt`/:obj:`relations.txt`.
 * Names must be unique, must not contain tabs, and relation names must not
@@ -44,8 +46,9 @@ class KGFormatError(ValueError):
 
 
 def read_lines(path: str) -> List[str]:
-    r"""Reads a UTF-8 text file into lines, without line ends; rejects blank
-    lines and undecodable bytes with the file and line number."""
+    r"""Reads a UTF-8 text file into lines, without line ends; drops blank
+    lines at the end, rejects other blank lines and undecodable bytes with
+    the file and line number."""
     if not osp.isfile(path):
         raise KGFormatError(path, 0, 'file not found')
     with open(path, 'rb') as f:
@@ -53,8 +56,8 @@ def read_lines(path: str) -> List[str]:
     if raw.startswith(b'\xef\xbb\xbf'):
         raw = raw[3:]
     lines = raw.split(b'\n')
-    if lines and lines[-1] == b'':
-        lines.pop()  # the final newline
+    while lines and not lines[-1].strip():
+        lines.pop()  # the final newline and trailing blank lines
     out = []
     for i, line in enumerate(lines, start=1):
         if line.endswith(b'\r'):

@@ -77,3 +77,68 @@ def plot_entity_embedding(model: Module, graph: Any, path: str,
     fig.savefig(path, dpi=150)
     plt.close(fig)
     return xy, counts
+
+
+def plot_explanation(explanation, path: str,
+                     entity_names: Optional[Sequence[str]] = None,
+                     relation_names: Optional[Sequence[str]] = None,
+                     max_paths: int = 12):
+    r"""Draws an :class:`~pyg_degreembed.explain.Explanation` as a graph and
+    saves it as PNG: the head on the left (green), the candidate on the
+    right (red), the entities between them by the step at which the paths
+    reach them; an edge's width and label give its relation and its share
+    of the score.  Only the :obj:`max_paths` largest paths are drawn (the
+    title says how many there are).
+
+    :rtype: the :class:`networkx.MultiDiGraph` that was drawn.
+    """
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+    import networkx as nx
+    from dataclasses import replace
+
+    shown = replace(explanation, paths=explanation.paths[:max_paths])
+    graph = shown.to_networkx(entity_names, relation_names)
+    # Columns: head 0, tail last, others by their first position on a path.
+    depth = {explanation.head: 0}
+    longest = max((len(p.body) for p in shown.paths), default=1)
+    for p in shown.paths:
+        for i, e in enumerate(p.entities[1:-1], start=1):
+            depth.setdefault(e, i)
+    depth.setdefault(explanation.tail, max(longest, 1))
+    if explanation.tail != explanation.head:
+        depth[explanation.tail] = max(longest, 1)
+    for node in graph.nodes:
+        graph.nodes[node]['layer'] = depth.get(node, 1)
+    position = nx.multipartite_layout(graph, subset_key='layer')
+
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    colors = ['tab:green' if graph.nodes[n]['role'] == 'head' else
+              'tab:red' if graph.nodes[n]['role'] == 'tail' else
+              'lightgray' for n in graph.nodes]
+    nx.draw_networkx_nodes(graph, position, node_color=colors,
+                           node_size=900, ax=ax)
+    nx.draw_networkx_labels(graph, position, font_size=8, ax=ax, labels={
+        n: graph.nodes[n]['name'] for n in graph.nodes})
+    edges = list(graph.edges(keys=True, data=True))
+    top = max((d['share'] for *_, d in edges), default=1.) or 1.
+    style = 'arc3,rad=0.12'
+    nx.draw_networkx_edges(
+        graph, position, edgelist=[(u, v, k) for u, v, k, _ in edges],
+        width=[0.5 + 5 * d['share'] / top for *_, d in edges],
+        connectionstyle=style, node_size=900, arrowsize=14, ax=ax)
+    nx.draw_networkx_edge_labels(
+        graph, position, connectionstyle=style, font_size=7, ax=ax,
+        edge_labels={(u, v, k): f"{d['name']} {d['share']:.2f}"
+                     for u, v, k, d in edges})
+    name = (entity_names[explanation.tail] if entity_names is not None
+            else str(explanation.tail))
+    ax.set_title(f'why {name}? score {explanation.score:.4g}, '
+                 f'{len(shown.paths)} of {len(explanation.paths)} paths '
+                 '(edge label: relation, share of the score)', fontsize=9)
+    ax.axis('off')
+    fig.tight_layout()
+    fig.savefig(path, dpi=150)
+    plt.close(fig)
+    return graph

@@ -18,7 +18,7 @@ from torch_geometric.utils.num_nodes import maybe_num_nodes
 
 from .convert import as_kg
 from .kg import add_inverse_edges, index_tensor
-from .typed_graph import TypedGraph
+from .typed_graph import TypedGraph, check_edge_shapes
 
 
 class GraphCache:
@@ -154,12 +154,7 @@ def _build_from_edges(edge_index: Tensor, edge_type: Tensor,
                       num_nodes: Optional[int], num_relations: int,
                       device) -> TypedGraph:
     R = num_relations
-    if edge_index.dim() != 2 or edge_index.size(0) != 2:
-        raise ValueError(f"'edge_index' must have shape [2, E], got "
-                         f"{list(edge_index.shape)}")
-    if edge_type.shape != (edge_index.size(1), ):
-        raise ValueError(f"'edge_type' must have shape [{edge_index.size(1)}]"
-                         f", got {list(edge_type.shape)}")
+    check_edge_shapes(edge_index, edge_type)
     num_nodes = maybe_num_nodes(edge_index, num_nodes)
     if edge_type.numel() and int(edge_type.max()) >= R:
         _check_inverses(edge_index, edge_type, num_nodes, R)

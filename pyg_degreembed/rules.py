@@ -1,8 +1,22 @@
 r"""Reading the learned rules out of a rule reasoner.
 
 A rule for query relation :math:`q` is a path of edge types
-:math:`(k_1, \ldots, k_m)`, :math:`m \leq L`.  Its confidence is the total
-attention of the operator paths that apply it:
+:math:`(k_1, \ldots, k_m)`, :math:`m \leq L`.  Two confidences are offered.
+
+**Grounded** (the default, :func:`grounded_rules`): the share of the model's
+score mass that the rule carries on a set of queries of :math:`q` (the
+training queries by default, each without its own edge, as in training).
+The score of an answer is an exact sum over grounded operator paths (see
+:mod:`pyg_degreembed.explain`); a rule's mass is the sum of the
+contributions of the paths that apply it (identity steps merged), over the
+queries' true answers, and its confidence is that mass over the total score
+of those answers.  It includes :math:`\rho`, so it says what the model
+actually does; the confidences of a query relation add up to at most 1
+(the rest is the identity path, :math:`h = t`), and a rule that holds for
+no query has confidence 0 and is not listed.
+
+**Attention** (:obj:`confidence="attention"`): the total attention of the
+operator paths that apply the rule, whatever the graph:
 
 .. math::
     \mathrm{conf}(k_1, \ldots, k_m) = \sum_{j=1}^{T}
@@ -10,8 +24,11 @@ attention of the operator paths that apply it:
     \prod_{l=1}^{L} a^{(j)}_{l, o_l},
 
 where the sum runs over the ways of padding the rule with identity steps
-(:obj:`[r, id]` and :obj:`[id, r]` are the same rule :obj:`r`).  Confidences
-are reported relative to the best rule of the same query, as in the paper.
+(:obj:`[r, id]` and :obj:`[id, r]` are the same rule :obj:`r`).  These
+confidences are reported relative to the best rule of the same query, as in
+the paper.  In DRUM (:math:`\rho = 1`) the two orders mostly agree; in
+DegreEmbed :math:`\rho` decides which paths carry score, and the attention
+can rank high a rule that never fires.
 
 Text form: edge types :math:`k \geq R` are inverse relations and are written
 with swapped arguments (:obj:`inv_r(X, Z)` is printed as :obj:`r(Z,X)`); a head
@@ -19,10 +36,12 @@ query :math:`r + R` is printed as :obj:`r(Y,X) <= ...`.
 """
 import itertools
 from dataclasses import dataclass
-from typing import List, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import torch
 from torch import Tensor
+
+CONFIDENCES = ('grounded', 'attention')
 
 
 @dataclass(frozen=True)
@@ -75,21 +94,41 @@ def rule_confidence(attention: Tensor, body: Sequence[int]) -> float:
 
 @torch.no_grad()
 def extract_rules(model: torch.nn.Module, relation: int, k: int = 10,
+                  confidence: str = 'grounded', data: Any = None,
+                  triples: Optional[Tensor] = None,
                   beam_width: int = 0) -> List[Rule]:
-    r"""The top-:obj:`k` rules of query relation :obj:`relation`, found by
-    beam search over each rank's attention (never by enumerating all
-    :math:`(K+1)^L` paths), then scored exactly by :func:`rule_confidence`.
+    r"""The top-:obj:`k` rules of query relation :obj:`relation`.
 
     Args:
         model (RuleReasoner): A trained rule reasoner.
         relation (int): The query relation in :math:`[0, 2R)`.
         k (int, optional): How many rules. (default: :obj:`10`)
-        beam_width (int, optional): Paths kept per step and rank.
-            (default: :obj:`0`, meaning :obj:`max(4 * k, 20)`)
+        confidence (str, optional): :obj:`"grounded"` (the share of the
+            model's score mass on queries of the relation, see
+            :func:`grounded_rules`; needs :obj:`data`) or
+            :obj:`"attention"` (beam search over each rank's attention,
+            never enumerating all :math:`(K+1)^L` paths, then scored exactly
+            by :func:`rule_confidence`). (default: :obj:`"grounded"`)
+        data (optional): The KG, for grounded confidences.
+        triples (torch.Tensor, optional): Queries :obj:`[3, n]` to ground
+            on (default: the training queries of the relation).
+        beam_width (int, optional): Paths kept per step and rank of the
+            attention search. (default: :obj:`0`, meaning
+            :obj:`max(4 * k, 20)`)
     """
     K = model.num_edge_types
     if not 0 <= relation < K:
         raise ValueError(f"'relation' must be in [0, {K}), got {relation}")
+    if k < 0:
+        raise ValueError(f"'k' must be at least 0, got {k}")
+    if confidence not in CONFIDENCES:
+        raise ValueError(f"'confidence' must be one of {CONFIDENCES}, got "
+                         f"{confidence!r}")
+    if confidence == 'grounded':
+        if data is None:
+            raise ValueError("Grounded rule confidences need the KG: pass "
+                             "data=..., or confidence='attention'")
+        return grounded_rules(model, data, relation, triples)[:k]
     beam_width = beam_width or max(4 * k, 20)
     attention = model.operator_attention(
         torch.tensor([relation],
@@ -114,3 +153,121 @@ def extract_rules(model: torch.nn.Module, relation: int, k: int = 10,
     best = max(score for _, score in scored)
     scored.sort(key=lambda item: (-item[1], item[0]))
     return [Rule(relation, body, score / best) for body, score in scored[:k]]
+
+
+def training_queries(data: Any, relation: int) -> Tensor:
+    r"""The training queries :math:`(h, q, t)` of query relation :math:`q
+    \in [0, 2R)` (for :math:`q \geq R`, the training triples of
+    :math:`q - R` turned around), shape :obj:`[3, n]`."""
+    from .convert import as_kg
+    from .kg import split_triples
+    kg = as_kg(data)
+    R = kg.num_relations
+    train = split_triples(kg, 'train')
+    rows = train[:, train[1] == relation % R]
+    if relation >= R:
+        rows = torch.stack([rows[2], torch.full_like(rows[1], relation),
+                            rows[0]])
+    return rows
+
+
+@torch.no_grad()
+def grounded_rules(model: torch.nn.Module, data: Any, relation: int,
+                   triples: Optional[Tensor] = None,
+                   batch_size: int = 256) -> List[Rule]:
+    r"""Every rule of query relation :obj:`relation` that carries score on
+    the queries, with its grounded confidence (the share of the model's
+    score mass; see the module's description), best first.
+
+    Vectorised: per batch of queries, one pass of the model for the
+    normalisers (:meth:`~pyg_degreembed.RuleReasoner.step_totals`) and one
+    weighted path count for all rule bodies
+    (:func:`~pyg_degreembed.saturation.path_counts` with :math:`\rho`).
+
+    Args:
+        model (RuleReasoner): A trained rule reasoner.
+        data: The KG, in any layout :func:`~pyg_degreembed.as_kg` reads.
+        relation (int): The query relation in :math:`[0, 2R)`.
+        triples (torch.Tensor, optional): Queries :obj:`[3, n]` whose true
+            answers the mass is measured at; rows of other relations are
+            ignored. (default: the training queries,
+            :func:`training_queries`)
+        batch_size (int, optional): Queries per pass. (default: :obj:`256`)
+    """
+    mass, total = rule_masses(model, data, relation, triples, batch_size)
+    rules = [Rule(relation, body, value / total) for body, value in
+             mass.items() if body and value > 0]
+    rules.sort(key=lambda rule: (-rule.confidence, rule.body))
+    return rules
+
+
+@torch.no_grad()
+def rule_masses(model: torch.nn.Module, data: Any, relation: int,
+                triples: Optional[Tensor] = None, batch_size: int = 256
+                ) -> Tuple[Dict[Tuple[int, ...], float], float]:
+    r"""The score mass of every rule body (the empty body is the identity
+    path) summed over the queries, and the queries' total score; see
+    :func:`grounded_rules`."""
+    from .saturation import path_counts, pattern_of
+    if triples is None:
+        triples = training_queries(data, relation)
+    triples = triples[:, triples[1] == relation]
+    graph = model.graph(data)
+    triples = triples.to(graph.device)
+    was_training = model.training
+    model.eval()
+    rho = model.source_weights(graph)
+    mass: Dict[Tuple[int, ...], float] = {}
+    total = 0.
+    for start in range(0, triples.size(1), batch_size):
+        h, q, t = triples[:, start:start + batch_size]
+        total += float(model.score(graph, h, q, t).double().sum())
+        # coef[b, j, l, o] = a / Z: the factor of operator o at step l.
+        coef = model.operator_attention(q).double() / model.step_totals(
+            graph, h, q, remove_tail=t).double().unsqueeze(-1)
+        trip, pattern, value = path_counts(
+            graph, torch.stack([h, q, t]), model.num_steps,
+            model.num_relations, weight=rho)
+        bodies, body_of = torch.unique(pattern, return_inverse=True)
+        contribution = value.double() * _padded_products(
+            coef, trip, bodies[body_of], model.num_edge_types)
+        per_body = contribution.new_zeros(bodies.numel()).index_add_(
+            0, body_of, contribution)
+        for pid, v in zip(bodies.tolist(), per_body.tolist()):
+            body = pattern_of(pid, model.num_edge_types)
+            mass[body] = mass.get(body, 0.) + v
+        identity = coef[..., -1].prod(-1).sum(-1)  # [B]: all steps stay
+        mass[()] = mass.get((), 0.) + float(identity[h == t].sum())
+    model.train(was_training)
+    return mass, max(total, 1e-300)
+
+
+def _padded_products(coef: Tensor, query: Tensor, pattern: Tensor,
+                     num_edge_types: int) -> Tensor:
+    r"""For each (query, body) pair, :math:`\sum_j \sum_{\text{paddings}}
+    \prod_l \mathrm{coef}[b, j, l, o_l]` over the ways of placing the body's
+    edge types among the :math:`L` steps (identity elsewhere)."""
+    B, T, L, K1 = coef.shape
+    K = num_edge_types
+    # Digits of the pattern ids (most significant first) and lengths.
+    length = torch.zeros_like(pattern)
+    for m in range(1, L + 1):
+        length[pattern >= (K + 1)**(m - 1)] = m
+    out = coef.new_zeros(pattern.numel())
+    for m in range(1, L + 1):
+        sel = (length == m).nonzero().view(-1)
+        if sel.numel() == 0:
+            continue
+        digits = [(pattern[sel] // (K + 1)**(m - 1 - i)) % (K + 1) - 1
+                  for i in range(m)]
+        b = query[sel]
+        for slots in itertools.combinations(range(L), m):
+            product = coef.new_ones(sel.numel(), T)
+            body = iter(digits)
+            for step in range(L):
+                op = next(body) if step in slots else \
+                    torch.full_like(b, K)
+                product = product * coef[b, :, step].gather(
+                    2, op.view(-1, 1, 1).expand(-1, T, 1)).squeeze(-1)
+            out[sel] += product.sum(-1)
+    return out

@@ -36,7 +36,7 @@ from .kg import SPLITS, add_inverse_edges, all_triples, inverse_relation, \
     split_triples
 from .convert import as_kg
 from .ragged import ragged_arange
-from .typed_graph import TypedGraph
+from .typed_graph import SourceWeights, TypedGraph
 
 
 @dataclass(frozen=True)
@@ -51,38 +51,48 @@ class Saturation:
 
 def path_counts(graph: TypedGraph, triples: Tensor, num_steps: int,
                 num_relations: int, min_length: int = 1,
-                chunk_size: int = 2048) -> Tuple[Tensor, Tensor, Tensor]:
+                chunk_size: int = 2048,
+                weight: Optional[SourceWeights] = None
+                ) -> Tuple[Tensor, Tensor, Tensor]:
     r"""Counts, for every triple :math:`(h, q, t)`, the paths from :math:`h`
     to :math:`t` of every pattern of length :obj:`min_length` to
     :obj:`num_steps`, in :obj:`graph` without the triple's own edge and its
-    inverse.
+    inverse.  With :obj:`weight` (:math:`\rho`), a path
+    :math:`z_0 \xrightarrow{k_1} z_1 \cdots` counts
+    :math:`\prod_i \rho_{z_{i-1}, k_i}` instead of 1.
 
     :rtype: (triple index :obj:`[M]`, pattern id :obj:`[M]`, count
-        :obj:`[M]`); a pattern :math:`(k_1, \ldots, k_l)` has id
-        :math:`\sum_i (k_i + 1) (K + 1)^{l - i}` (see :func:`pattern_of`).
+        :obj:`[M]`, float with :obj:`weight`); a pattern :math:`(k_1,
+        \ldots, k_l)` has id :math:`\sum_i (k_i + 1) (K + 1)^{l - i}` (see
+        :func:`pattern_of`).
     """
     out = ([], [], [])
     for start in range(0, triples.size(1), chunk_size):
         part = triples[:, start:start + chunk_size]
         for i, value in enumerate(_chunk_counts(graph, part, num_steps,
-                                                num_relations, min_length)):
+                                                num_relations, min_length,
+                                                weight)):
             out[i].append(value + start if i == 0 else value)
     return tuple(torch.cat(v) if v else torch.empty(0, dtype=torch.long)
                  for v in out)
 
 
-def _chunk_counts(graph, triples, num_steps, num_relations, min_length):
+def _chunk_counts(graph, triples, num_steps, num_relations, min_length,
+                  weight=None):
     N, K = graph.num_nodes, graph.num_edge_types
     h, q, t = triples
     B = h.numel()
+    device = h.device
     lo1, hi1 = graph.edge_range(h, q, t)
     lo2, hi2 = graph.edge_range(t, inverse_relation(q, num_relations), h)
     removed_lo = torch.stack([lo1, lo2], dim=1)
     removed_hi = torch.stack([hi1, hi2], dim=1)
 
-    trip = torch.arange(B)
-    node, pattern = h.clone(), torch.zeros(B, dtype=torch.long)
-    count = torch.ones(B, dtype=torch.long)
+    trip = torch.arange(B, device=device)
+    node = h.clone()
+    pattern = torch.zeros(B, dtype=torch.long, device=device)
+    count = torch.ones(B, device=device, dtype=torch.long if weight is None
+                       else torch.double)
     hits = ([], [], [])
     for step in range(1, num_steps + 1):
         out_deg = graph.node_ptr[node + 1] - graph.node_ptr[node]
@@ -97,8 +107,11 @@ def _chunk_counts(graph, triples, num_steps, num_relations, min_length):
         # Merge equal (triple, entity, pattern) states.
         key = (trip_e * N + node_e) * (K + 1)**step + pattern_e
         key, inverse = torch.unique(key, return_inverse=True)
-        count = torch.zeros(key.numel(), dtype=torch.long).index_add_(
-            0, inverse, count[entry])
+        spread = count[entry]
+        if weight is not None:
+            spread = spread * weight.at(graph.edge_src[edge],
+                                        graph.edge_type[edge]).double()
+        count = count.new_zeros(key.numel()).index_add_(0, inverse, spread)
         pattern = key % (K + 1)**step
         node = (key // (K + 1)**step) % N
         trip = key // ((K + 1)**step * N)

@@ -7,7 +7,6 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 import torch
 from torch import Tensor
 from torch_geometric.data import Data
-from tqdm.auto import tqdm
 
 from .checkpoint import (FORMAT, CheckpointError, check_kg, load_checkpoint,
                          model_spec, save_checkpoint)
@@ -16,6 +15,7 @@ from .distributed import (all_reduce_gradients, all_reduce_sum,
                           broadcast_parameters, world)
 from .evaluation import TrueAnswers, both_directions, rank_queries
 from .kg import all_triples, split_triples
+from .progress import Progress, log_line
 from .version import __version__
 
 LOSSES = ('nll', 'bce')
@@ -84,7 +84,8 @@ def fit(
     device: Optional[torch.device] = None,
     eval_batch_size: int = 256,
     progress: bool = True,
-    log: Optional[Callable[[str], None]] = print,
+    progress_interval: float = 30.0,
+    log: Optional[Callable[[str], None]] = log_line,
     checkpoint: Optional[str] = None,
     resume: bool = False,
     callback: Optional[Callable[[int, int], None]] = None,
@@ -127,10 +128,16 @@ def fit(
             model's device)
         eval_batch_size (int, optional): Queries per validation batch.
             (default: :obj:`256`)
-        progress (bool, optional): Show tqdm progress bars (on a terminal).
+        progress (bool, optional): Report progress within epochs and
+            validations: a tqdm bar on a terminal, else a line to
+            :obj:`log` every :obj:`progress_interval` seconds (batches done,
+            queries/s, running loss, ETA; see
+            :class:`~pyg_degreembed.progress.Progress`).
             (default: :obj:`True`)
-        log (callable, optional): Called with one line per epoch.
-            (default: :obj:`print`)
+        progress_interval (float, optional): Seconds between two progress
+            lines when the output is not a terminal. (default: :obj:`30.0`)
+        log (callable, optional): Called with one line per epoch (and the
+            progress lines). (default: :func:`print` with flush)
         checkpoint (str, optional): A file to write after every epoch
             (atomically), holding the model, the optimizer, the best
             weights, the history and the RNG states; see
@@ -160,12 +167,17 @@ def fit(
             log(f'resumed from {checkpoint} after epoch '
                 f'{run.result.history[-1]["epoch"]}')
 
+    def reporter(total: int, desc: str) -> Progress:
+        return Progress(total, desc, enabled=progress and run.is_main,
+                        interval=progress_interval, log=log)
+
     for epoch in range(first_epoch, epochs + 1):
         mean_loss, seconds = run.train_epoch(
-            epoch, batch_size, clip_norm, loss, progress, callback)
-        valid_mrr = rank_queries(model, run.graph, run.valid,
-                                 run.true_answers,
-                                 eval_batch_size).metrics()['mrr']
+            epoch, batch_size, clip_norm, loss, reporter, callback)
+        valid_mrr = rank_queries(
+            model, run.graph, run.valid, run.true_answers, eval_batch_size,
+            progress=lambda total: reporter(total, f'validation {epoch}')
+        ).metrics()['mrr']
         improved = run.record(epoch, mean_loss, seconds, valid_mrr)
         if log is not None and run.is_main:
             log(f'epoch {epoch:3d}  loss {mean_loss:.4f}  '
@@ -201,7 +213,7 @@ class _Run:
         self.best_state = _copy_state(model)
 
     def train_epoch(self, epoch: int, batch_size: int, clip_norm, loss: str,
-                    progress: bool, callback) -> Tuple[float, float]:
+                    reporter, callback) -> Tuple[float, float]:
         r"""One pass over the shuffled training queries; returns the mean
         loss and the seconds it took."""
         model, optimizer = self.model, self.optimizer
@@ -213,16 +225,15 @@ class _Run:
                               generator=self.generator).to(device)
         total, count = 0., 0
         batches = perm.split(batch_size)
-        for step, index in enumerate(
-                tqdm(batches, desc=f'epoch {epoch}', leave=False,
-                     disable=None if progress and self.is_main else True),
-                start=1):
+        progress = reporter(len(batches), f'epoch {epoch}')
+        for step, index in enumerate(batches, start=1):
             # With several processes, each takes a share of the global
             # batch; its loss is scaled so that the summed gradients equal
             # the gradient of the global batch's mean loss.
             share = index[self.process::self.num_processes]
             h, q, t = head[share], relation[share], tail[share]
             optimizer.zero_grad()
+            value = None
             if share.numel() > 0:
                 if loss == 'nll':  # only the answers' scores are needed
                     batch_loss = nll_loss(model.score(self.graph, h, q, t),
@@ -232,14 +243,17 @@ class _Run:
                         model(self.graph, h, q, remove_tail=t), t, loss,
                         model.eps)
                 (batch_loss * (share.numel() / index.numel())).backward()
-                total += float(batch_loss.detach()) * share.numel()
+                value = float(batch_loss.detach())
+                total += value * share.numel()
             all_reduce_gradients(model)
             if clip_norm is not None:
                 torch.nn.utils.clip_grad_norm_(model.parameters(), clip_norm)
             optimizer.step()
             count += index.numel()
+            progress.update(index.numel(), value)
             if callback is not None:
                 callback(epoch, step)
+        progress.close()
         seconds = time.perf_counter() - start
         return all_reduce_sum(total, device) / count, seconds
 

@@ -470,14 +470,20 @@ def _distinct_ranges(removed: Tuple[Tensor, Tensor]):
     return col[present], lo[present], hi[present]
 
 
-def _check_graph(edge_index: Tensor, edge_type: Tensor, num_nodes: int,
-                 num_edge_types: int):
+def check_edge_shapes(edge_index: Tensor, edge_type: Tensor):
+    r"""Refuses an :obj:`edge_index` that is not :obj:`[2, E]` or an
+    :obj:`edge_type` that is not :obj:`[E]`."""
     if edge_index.dim() != 2 or edge_index.size(0) != 2:
         raise ValueError(f"'edge_index' must have shape [2, E], got "
                          f"{list(edge_index.shape)}")
     if edge_type.shape != (edge_index.size(1), ):
         raise ValueError(f"'edge_type' must have shape [{edge_index.size(1)}]"
                          f", got {list(edge_type.shape)}")
+
+
+def _check_graph(edge_index: Tensor, edge_type: Tensor, num_nodes: int,
+                 num_edge_types: int):
+    check_edge_shapes(edge_index, edge_type)
     if edge_index.numel() > 0:
         lo, hi = int(edge_index.min()), int(edge_index.max())
         if lo < 0 or hi >= num_nodes:

@@ -36,14 +36,16 @@ def test_evaluate_predict_rules_explain(trained, capsys, tmp_path):
                  'Person46', '--relation', 'Term3', '--k', '3']) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == 'Person46 Term3 ?'
-    assert len(lines) == 5 and lines[2].split()[0] == '1'
+    assert lines[1].startswith('filter: answers already in the KG')
+    assert len(lines) == 6 and lines[3].split()[0] == '1'
 
     assert main(['rules', '--checkpoint', checkpoint, '--relation',
                  'inv_Term3', '--k', '2', '--json',
-                 str(tmp_path / 'r.json')]) == 0
+                 str(tmp_path / 'r.json'), '--confidence', 'attention']) == 0
     rules = json.loads((tmp_path / 'r.json').read_text())
     assert len(rules) == 2 and rules[0]['head'] == 'inv_Term3'
     assert rules[0]['confidence'] == 1.0
+    assert rules[0]['confidence_kind'] == 'attention'
     printed = capsys.readouterr().out.splitlines()
     assert printed == [rule['text'] for rule in rules]
     assert printed[0].startswith('Term3(Y,X) <= ')

@@ -62,6 +62,21 @@ def test_crlf_bom_and_missing_final_newline_are_accepted(tmp_path):
     assert data.train_edge_index.tolist() == [[1], [2]]
 
 
+def test_trailing_blank_lines_are_accepted(tmp_path):
+    folder = write_kg(tmp_path, {'train.txt': b'b\ts\tc\n\n',
+                                 'test.txt': b'c\tr\ta\n \r\n\t\n\n',
+                                 'entities.txt': b'a\nb\nc\n\n'})
+    data = load_neural_lp(folder)
+    assert data.entity_names == ['a', 'b', 'c']
+    assert data.train_edge_type.numel() == 1
+    assert data.test_edge_type.numel() == 1
+    from pyg_degreembed.io import load_triples_file
+    path = tmp_path / 'kg.tsv'
+    path.write_bytes(''.join(f'e{i}\tr\te{i + 1}\n' for i in range(20))
+                     .encode() + b'\n  \n')
+    assert load_triples_file(str(path)).num_nodes == 21
+
+
 def test_facts_file_is_optional(tmp_path):
     folder = write_kg(tmp_path, {})
     import os
@@ -74,7 +89,7 @@ def test_facts_file_is_optional(tmp_path):
 @pytest.mark.parametrize('file,content,line,message', [
     ('train.txt', b'b\ts\tc\nb\ts\n', 2, 'expected 3 tab-separated fields'),
     ('train.txt', b'b s c\n', 1, 'got 1'),
-    ('test.txt', b'c\tr\ta\n\n', 2, 'blank line'),
+    ('test.txt', b'c\tr\ta\n\nb\tr\ta\n', 2, 'blank line'),
     ('valid.txt', b'a\ts\tzz\n', 1, "unknown entity 'zz'"),
     ('facts.txt', b'a\tq\tb\n', 1, "unknown relation 'q'"),
     ('train.txt', b'b\ts\tc\nb\ts\tc\n', 2, 'duplicate triple'),

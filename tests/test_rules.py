@@ -37,13 +37,15 @@ def test_extract_rules_equals_brute_force_ranking():
     expected = sorted(brute_force(attention.detach()).items(),
                       key=lambda item: -item[1])
     best = expected[0][1]
-    rules = extract_rules(model, relation, k=5, beam_width=125)
+    rules = extract_rules(model, relation, k=5, confidence='attention',
+                          beam_width=125)
     assert [r.body for r in rules] == [body for body, _ in expected[:5]]
     for rule, (_, value) in zip(rules, expected):
         assert abs(rule.confidence - value / best) < 1e-5
         assert rule.head == relation
     # The default (narrow) beam reports exact confidences too.
-    for rule in extract_rules(model, relation, k=3):
+    for rule in extract_rules(model, relation, k=3,
+                              confidence='attention'):
         exact = dict(expected)[rule.body] / best
         assert abs(rule.confidence - exact) < 1e-5
 

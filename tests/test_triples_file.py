@@ -51,7 +51,8 @@ def test_split_is_seeded(tmp_path):
     (b'a\tr\tb\na\t\tc\n', 2, 'empty field'),
     (b'a\tr\tb\nb\tinv_r\tc\n', 2, "starts with 'inv_'"),
     (b'a\tr\tb\nc\tr\td\na\tr\tb\n', 3, 'duplicate triple (first on line 1)'),
-    (b'a\tr\tb\n\n', 2, 'blank line'),
+    (b'a\tr\tb\n\nb\tr\tc\n', 2, 'blank line'),
+    (b'a\tr\tb\n \t\nb\tr\tc\n\n', 2, 'blank line'),
     (b'a\tr\t\xe9\n', 1, 'not valid UTF-8'),
     (b'', 0, 'no triples'),
 ])

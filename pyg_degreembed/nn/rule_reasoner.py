@@ -261,6 +261,34 @@ class RuleReasoner(Module):
                             0.)
         return value.view(-1, T).sum(dim=-1)
 
+    def step_totals(self, edge_index: Any, edge_type: Optional[Tensor] = None,
+                    head: Optional[Tensor] = None,
+                    relation: Optional[Tensor] = None, *,
+                    num_nodes: Optional[int] = None,
+                    remove_tail: Optional[Tensor] = None) -> Tensor:
+        r"""The normalisers :math:`Z^{(j)}_l = \max(\sum_i (\ldots)_i,
+        \epsilon)` of every query, rank and step of :meth:`forward` (same
+        arguments).  For one query they are constants, so the score is a
+        sum over grounded paths (see :mod:`pyg_degreembed.explain`).
+
+        :rtype: :class:`torch.Tensor` of shape :obj:`[B, T, L]`
+        """
+        graph, (head, relation) = self._parse(
+            edge_index, edge_type, [head, relation], num_nodes,
+            ('head', 'relation'))
+        totals: List[Tensor] = []
+        x, a, rho, removed = self._walk(graph, head, relation, remove_tail,
+                                        'auto', totals)
+        K = self.num_edge_types
+        x = graph.propagate(x, a[:K], rho, a[K], removed)
+        totals.append(self._total(x))
+        return torch.stack(totals, dim=-1).view(head.numel(), self.rank,
+                                                self.num_steps)
+
+    def _total(self, x: Signals) -> Tensor:
+        return x.value.new_zeros(x.num_columns).index_add(
+            0, x.column, x.value).clamp(min=self.eps)
+
     def _parse(self, edge_index, edge_type, query: List, num_nodes,
                names: Tuple[str, ...]):
         # The two call forms: (edge_index, edge_type, *query) and
@@ -280,9 +308,10 @@ class RuleReasoner(Module):
         graph = self.graph(edge_index, edge_type, num_nodes)
         return graph, [q.to(graph.device) for q in query]
 
-    def _walk(self, graph, head, relation, remove_tail, mode):
+    def _walk(self, graph, head, relation, remove_tail, mode, totals=None):
         # The first L - 1 steps; returns the signals, the attention of the
-        # last step [K + 1, C], rho and the left-out edges.
+        # last step [K + 1, C], rho and the left-out edges (and appends each
+        # step's normalisers to `totals` if given).
         self._check_input(graph, head, relation)
         K, T = self.num_edge_types, self.rank
         C = head.numel() * T
@@ -320,6 +349,8 @@ class RuleReasoner(Module):
             a = step_attention(step)
             x = self._run(graph.propagate, x, a[:K], rho, a[K], removed,
                           mode)
+            if totals is not None:
+                totals.append(self._total(x))
             x = x.normalize(self.eps)
         return x, step_attention(self.num_steps - 1), rho, removed
 
@@ -330,17 +361,22 @@ class RuleReasoner(Module):
         return function(*args)
 
     def rules(self, relation: Optional[int] = None, k: int = 10,
-              inverse: bool = True) -> list:
+              inverse: bool = True, data: Any = None,
+              confidence: str = 'grounded',
+              triples: Optional[Tensor] = None) -> list:
         r"""The top-:obj:`k` learned rules of query relation
-        :obj:`relation` (see :func:`~pyg_degreembed.extract_rules`), or of
-        every query relation (:math:`2R` of them, or only the :math:`R`
-        forward ones with :obj:`inverse=False`) when it is :obj:`None`."""
+        :obj:`relation`, or of every query relation (:math:`2R` of them, or
+        only the :math:`R` forward ones with :obj:`inverse=False`) when it
+        is :obj:`None`.  :obj:`confidence="grounded"` (the default) gives
+        each rule's share of the model's score mass on the training queries
+        of :obj:`data` (or on :obj:`triples`), :obj:`"attention"` the
+        attention-only confidence; see
+        :func:`~pyg_degreembed.extract_rules`."""
         from ..rules import extract_rules
-        if relation is not None:
-            return extract_rules(self, relation, k)
-        count = self.num_edge_types if inverse else self.num_relations
-        return [rule for q in range(count)
-                for rule in extract_rules(self, q, k)]
+        relations = [relation] if relation is not None else range(
+            self.num_edge_types if inverse else self.num_relations)
+        return [rule for q in relations for rule in extract_rules(
+            self, q, k, confidence, data, triples)]
 
     def config(self) -> dict:
         r"""The constructor arguments, to rebuild the model (the edge weight

@@ -1,0 +1,79 @@
+r"""Predictions a user can act on: the best new answers of a query."""
+from dataclasses import dataclass
+from typing import Any, List
+
+import torch
+from torch.nn import Module
+
+from .convert import as_kg
+from .evaluation import TrueAnswers
+from .kg import all_triples
+
+
+@dataclass(frozen=True)
+class Prediction:
+    r"""One answer of a query :obj:`(head, relation, ?)`.
+
+    Attributes:
+        entity (int): The answer.
+        score (float): Its score.
+        known (bool): Whether the triple is already in the KG (any split).
+        is_head (bool): Whether the answer is the query's head itself.
+    """
+    entity: int
+    score: float
+    known: bool
+    is_head: bool
+
+
+def reflexive(data: Any, relation: int) -> bool:
+    r"""Whether the KG holds a triple :math:`(e, r, e)` of relation
+    :obj:`relation` (:math:`r + R` counts as :math:`r`)."""
+    kg = as_kg(data)
+    triples = all_triples(kg)
+    r = relation % kg.num_relations
+    return bool(((triples[1] == r) & (triples[0] == triples[2])).any())
+
+
+@torch.no_grad()
+def predict(model: Module, data: Any, head: int, relation: int,
+            k: int = 10, filter_known: bool = True) -> List[Prediction]:
+    r"""The top-:obj:`k` answers of :obj:`(head, relation, ?)` on the KG's
+    observed graph, best first; entities the model gives score 0 (no rule
+    path reaches them) are never listed.
+
+    With :obj:`filter_known=True` (what a user asking "what is missing?"
+    wants) the answers that make a triple already in the KG (facts, train,
+    valid or test) are left out, and so is the head itself unless the
+    relation is reflexive somewhere in the KG (see :func:`reflexive`).
+    With :obj:`filter_known=False` they are listed too, marked by
+    :obj:`known` and :obj:`is_head`.
+
+    Args:
+        model (RuleReasoner): A trained model.
+        data: The KG, in any layout :func:`~pyg_degreembed.as_kg` reads.
+        head (int): The head entity.
+        relation (int): The query relation in :math:`[0, 2R)`
+            (:math:`r + R` asks for the heads of :math:`r`).
+        k (int, optional): How many answers at most. (default: :obj:`10`)
+        filter_known (bool, optional): Leave out known triples and the
+            head. (default: :obj:`True`)
+    """
+    if k < 0:
+        raise ValueError(f"'k' must be at least 0, got {k}")
+    kg = as_kg(data)
+    scores = model(data, [head], [relation])[0].cpu()
+    known = torch.zeros_like(scores, dtype=torch.bool)
+    answers = TrueAnswers(all_triples(kg), kg.num_nodes, kg.num_relations)
+    known[answers.lookup(torch.tensor([head]), torch.tensor([relation]))[1]] \
+        = True
+    candidate = scores > 0
+    if filter_known:
+        candidate &= ~known
+        if not reflexive(kg, relation):
+            candidate[head] = False
+    order = torch.argsort(torch.where(candidate, scores, -1.),
+                          descending=True, stable=True)
+    order = order[:min(k, int(candidate.sum()))]
+    return [Prediction(int(e), float(scores[e]), bool(known[e]),
+                       int(e) == head) for e in order]
