@@ -22,12 +22,15 @@ Format 1 (library versions before the edge weight became a constructor
 argument: :obj:`DegreEmbedReasoner` kept its layer as
 :obj:`degree_embedding`) is read and converted on load.
 """
+import hashlib
 import json
 import os
-import tempfile
-from typing import Any, Callable, Dict, Optional, Union
+import warnings
+from typing import Any, Dict, Optional, Union
 
 import torch
+
+from .files import atomic_write
 
 FORMAT = 2
 READABLE_FORMATS = (1, 2)
@@ -35,26 +38,6 @@ READABLE_FORMATS = (1, 2)
 
 class CheckpointError(ValueError):
     r"""A checkpoint cannot be read or does not fit the data or model."""
-
-
-def atomic_write(path: str, write: Callable[[Any], None],
-                 binary: bool = True):
-    r"""Calls :obj:`write(file)` on a temporary file in the folder of
-    :obj:`path`, then renames it to :obj:`path`: readers see the old file
-    or the new one, never a half-written one."""
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix='.tmp-', suffix='.tmp')
-    try:
-        with os.fdopen(fd, 'wb' if binary else 'w') as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
 
 
 def save_checkpoint(path: str, payload: Dict[str, Any]):
@@ -77,11 +60,25 @@ def load_checkpoint(path: str, map_location='cpu') -> Dict[str, Any]:
     if not os.path.isfile(path):
         raise CheckpointError(f'{path}: checkpoint file not found')
     try:
-        payload = torch.load(path, map_location=map_location,
-                             weights_only=True)
+        with warnings.catch_warnings():  # torch's advice on pickles
+            warnings.simplefilter('ignore')
+            payload = torch.load(path, map_location=map_location,
+                                 weights_only=True)
     except Exception as e:  # unpickling errors come in many types
+        text = str(e)
+        if 'GLOBAL' in text:
+            raise CheckpointError(
+                f'{path}: refused: the file holds Python objects that are '
+                'not tensors or plain data (loading them could run code); '
+                'not a pyg_degreembed checkpoint') from None
+        # torch's message has several lines of advice; keep the cause only.
+        advice = ('weights_only', 'Weights only', 'torch.load',
+                  'Please file', 'trusted source')
+        cause = next((line.strip() for line in text.splitlines()
+                      if line.strip() and not any(a in line for a in advice)),
+                     'unreadable')
         raise CheckpointError(f'{path}: not a readable checkpoint '
-                              f'({type(e).__name__}: {e})') from None
+                              f'({type(e).__name__}: {cause})') from None
     if not isinstance(payload, dict) or \
             payload.get('format') not in READABLE_FORMATS:
         found = payload.get('format') if isinstance(payload, dict) else None
@@ -89,9 +86,36 @@ def load_checkpoint(path: str, map_location='cpu') -> Dict[str, Any]:
             f'{path}: not a pyg_degreembed checkpoint of a format this '
             f'version reads ({", ".join(map(str, READABLE_FORMATS))}; '
             f'found {found!r})')
+    missing = [key for key in ('model', 'kg', 'state') if key not in payload]
+    missing += [f'state.{key}' for key in STATE_KEYS
+                if key not in payload.get('state', {})]
+    if missing:
+        raise CheckpointError(f'{path}: incomplete checkpoint (missing '
+                              f"{', '.join(missing)})")
     if payload['format'] == 1:
         payload = _from_format_1(payload)
     return payload
+
+
+STATE_KEYS = ('model', 'optimizer', 'best_model', 'epoch', 'stopped',
+              'history', 'best_epoch', 'best_valid_mrr', 'torch_rng',
+              'shuffle_rng')
+
+
+def kg_fingerprint(data) -> str:
+    r"""A SHA-256 of a KG's entity and relation names and of the triples of
+    each split (order-independent): two KGs share it only if every triple
+    is in the same split, so a changed or re-split file is recognised."""
+    from .kg import SPLITS, split_triples
+    digest = hashlib.sha256()
+    for names in (data.entity_names, data.relation_names):
+        digest.update('\n'.join(names).encode() + b'\0')
+    N, R = int(data.num_nodes), int(data.num_relations)
+    for split in SPLITS:
+        h, r, t = split_triples(data, split).long()
+        key = torch.sort((h * R + r) * N + t).values
+        digest.update(split.encode() + key.numpy().tobytes())
+    return digest.hexdigest()
 
 
 def _from_format_1(payload: Dict[str, Any]) -> Dict[str, Any]:
@@ -153,7 +177,8 @@ def model_from_checkpoint(payload: Dict[str, Any], best: bool = True):
 
 
 def load_model(path: str, dataset: Optional[str] = None,
-               device: Union[str, torch.device] = 'cpu'):
+               device: Union[str, torch.device] = 'cpu',
+               other_kg: bool = False):
     r"""Loads a trained model and its KG from a checkpoint (of
     :func:`~pyg_degreembed.fit` or :obj:`pyg-degreembed train`), to carry
     on in Python.
@@ -165,6 +190,8 @@ def load_model(path: str, dataset: Optional[str] = None,
             (default: the one recorded in the checkpoint)
         device (torch.device, optional): Where to put the model.
             (default: :obj:`"cpu"`)
+        other_kg (bool, optional): Accept a KG other than the training one
+            (same relations), see :func:`check_kg`. (default: :obj:`False`)
 
     :rtype: (:class:`~pyg_degreembed.RuleReasoner` with the best weights,
         in eval mode, :class:`~torch_geometric.data.Data`)
@@ -176,14 +203,17 @@ def load_model(path: str, dataset: Optional[str] = None,
         raise CheckpointError(f'{path} does not record its dataset; pass '
                               'the dataset')
     data = load_dataset(source)
-    check_kg(payload, data, path)
+    check_kg(payload, data, path, other_kg)
     model = model_from_checkpoint(payload).to(torch.device(device))
     model.eval()
     return model, data
 
 
-def check_kg(payload: Dict[str, Any], data, path: str = 'checkpoint'):
-    r"""Refuses a KG whose relations differ from the checkpoint's."""
+def check_kg(payload: Dict[str, Any], data, path: str = 'checkpoint',
+             other_kg: bool = False):
+    r"""Refuses a KG whose relations differ from the checkpoint's, and,
+    unless :obj:`other_kg`, a KG that is not the one it was trained on (its
+    :func:`kg_fingerprint`: other triples or another split)."""
     kg = payload['kg']
     if kg['num_relations'] != data.num_relations:
         raise CheckpointError(
@@ -193,3 +223,12 @@ def check_kg(payload: Dict[str, Any], data, path: str = 'checkpoint'):
         raise CheckpointError(
             f'{path} was trained on a KG with other relation names '
             f"({', '.join(kg['relation_names'][:3])}, ...)")
+    fingerprint = kg.get('fingerprint')
+    if not other_kg and fingerprint is not None and \
+            fingerprint != kg_fingerprint(data):
+        raise CheckpointError(
+            f'{path} was trained on another KG with these relations: its '
+            'triples or their split into facts/train/valid/test differ (a '
+            'changed or re-split file); metrics would mix training and '
+            'test triples. Use the original data, or allow it explicitly '
+            '(--other-kg, other_kg=True)')

@@ -24,6 +24,7 @@ import torch
 from torch_geometric import seed_everything
 
 from .checkpoint import CheckpointError, load_model, save_json
+from .files import check_writable
 from .datasets import load_dataset
 from .distributed import init_from_env, world
 from .evaluation import TIE_POLICIES, compute_ranks
@@ -53,7 +54,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     retain_freed_memory()
     try:
         args.handler(args)
-    except (CLIError, CheckpointError, KGFormatError, FileNotFoundError,
+    except (CLIError, CheckpointError, KGFormatError, OSError,
             ValueError) as e:
         print(f'error: {e}', file=sys.stderr)
         return 2
@@ -114,7 +115,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help='checkpoint file, written every epoch (None: '
                    'runs/<dataset>-<model>.pt)')
     p.add_argument('--resume', action='store_true',
-                   help='continue from --checkpoint if it exists')
+                   help='continue from --checkpoint if it exists (refused '
+                   'if the data, model or settings changed)')
+    p.add_argument('--overwrite', action='store_true',
+                   help='replace an existing --checkpoint')
+    p.add_argument('--allow-config-change', action='store_true',
+                   help='with --resume: accept other --lr, --batch-size, '
+                   '--seed, --loss or --patience than the checkpoint had')
     p.add_argument('--json', default=None,
                    help='metrics file (None: the checkpoint with .json)')
     p.add_argument('--no-progress', action='store_true',
@@ -213,6 +220,10 @@ def _checkpoint_args(p):
     p.add_argument('--dataset', default=None,
                    help='the KG (None: the one the model was trained on)')
     p.add_argument('--device', default='cpu', help='cpu, cuda, cuda:1, ...')
+    p.add_argument('--other-kg', action='store_true',
+                   help='accept a KG other than the training one (same '
+                   'relations; by default a changed or re-split KG is '
+                   'refused)')
 
 
 def cmd_train(args):
@@ -221,15 +232,26 @@ def cmd_train(args):
     if init_from_env() and torch.cuda.is_available():
         args.device = f'cuda:{torch.cuda.current_device()}'
     process = world()[1]
+    device = _device(args.device)
+    name = os.path.basename(os.path.normpath(args.dataset))
+    checkpoint = args.checkpoint or os.path.join('runs',
+                                                 f'{name}-{args.model}.pt')
+    json_path = args.json or os.path.splitext(checkpoint)[0] + '.json'
+    if os.path.abspath(json_path) == os.path.abspath(checkpoint):
+        raise CLIError(f'the metrics file would overwrite the checkpoint '
+                       f'{checkpoint}; give --json another path')
+    for path, what in ((checkpoint, 'checkpoint'), (json_path, 'metrics')):
+        check_writable(path, what)
+    if os.path.exists(checkpoint) and not args.resume and \
+            not args.overwrite:
+        raise CLIError(f'{checkpoint} exists; add --resume to continue it '
+                       'or --overwrite to replace it')
     data = load_dataset(args.dataset)
     cls, fixed = MODELS[args.model]
     config = dict(num_steps=args.steps, rank=args.rank,
                   embedding_dim=args.dim, hidden_channels=args.dim,
                   recompute=args.recompute)
     config.update(fixed)
-    name = os.path.basename(os.path.normpath(args.dataset))
-    checkpoint = args.checkpoint or os.path.join('runs',
-                                                 f'{name}-{args.model}.pt')
     seed_everything(args.seed)
     model = cls(data.num_relations, **config)
     if process == 0:
@@ -237,10 +259,10 @@ def cmd_train(args):
               f'{data.train_edge_type.numel()} training triples; {model}')
     fit(model, data, epochs=args.epochs, batch_size=args.batch_size,
         lr=args.lr, patience=args.patience, loss=args.loss, seed=args.seed,
-        device=torch.device(args.device), progress=not args.no_progress,
+        device=device, progress=not args.no_progress,
         progress_interval=args.progress_interval, checkpoint=checkpoint,
-        resume=args.resume)
-    json_path = args.json or os.path.splitext(checkpoint)[0] + '.json'
+        resume=args.resume, overwrite=args.overwrite,
+        allow_config_change=args.allow_config_change)
     if process == 0:
         print(f'checkpoint: {checkpoint}')
     _report(model, data, 'test', json_path, quiet=process != 0,
@@ -248,6 +270,8 @@ def cmd_train(args):
 
 
 def cmd_evaluate(args):
+    if args.json:
+        check_writable(args.json, 'metrics')
     model, data = _load(args)
     _report(model, data, args.split, args.json)
 
@@ -324,6 +348,8 @@ def cmd_explain(args):
 
 
 def cmd_saturation(args):
+    if args.top < 0:
+        raise CLIError(f'--top must be at least 0, got {args.top}')
     data = load_dataset(args.dataset)
     relations = None if args.relation is None else \
         [_relation(data, args.relation)]
@@ -342,6 +368,9 @@ def cmd_saturation(args):
 
 def cmd_plot(args):
     from .plot import plot_entity_embedding
+    if args.top < 0:
+        raise CLIError(f'--top must be at least 0, got {args.top}')
+    check_writable(args.out, 'plot')
     model, data = _load(args)
     plot_entity_embedding(model, data, args.out,
                           top=args.top,
@@ -351,7 +380,29 @@ def cmd_plot(args):
 
 def _load(args):
     return load_model(args.checkpoint, args.dataset,
-                      torch.device(args.device))
+                      _device(args.device), args.other_kg)
+
+
+def _device(name: str) -> torch.device:
+    try:
+        device = torch.device(name)
+    except (RuntimeError, ValueError):
+        raise CLIError(f'unknown device {name!r} (cpu, cuda, cuda:1, mps, '
+                       '...)') from None
+    if device.type == 'cuda':
+        if not torch.cuda.is_available():
+            raise CLIError(f'--device {name}: CUDA is not available on this '
+                           'machine (use --device cpu)')
+        if device.index is not None and \
+                device.index >= torch.cuda.device_count():
+            raise CLIError(f'--device {name}: this machine has '
+                           f'{torch.cuda.device_count()} CUDA device(s)')
+    elif device.type == 'mps' and not torch.backends.mps.is_available():
+        raise CLIError(f'--device {name}: MPS is not available')
+    elif device.type not in ('cpu', 'cuda', 'mps'):
+        raise CLIError(f'--device {name}: only cpu, cuda and mps are '
+                       'supported')
+    return device
 
 
 def _entity(data, name: str) -> int:

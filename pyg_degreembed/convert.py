@@ -93,9 +93,16 @@ def from_hetero_data(data: HeteroData) -> Data:
     node type becomes a block of entities (named :obj:`node_type/i`, or by
     the store's :obj:`names` for a single node type), and every edge type a
     relation named by its middle part (or :obj:`src__rel__dst` when that is
-    ambiguous).  If the edge stores hold :obj:`{split}_edge_index` (as
-    :func:`to_hetero_data` writes), those are the splits; otherwise every
-    :obj:`edge_index` is taken as training triples."""
+    ambiguous).  Per edge type: its :obj:`{split}_edge_index` keys hold its
+    triples of each split; if it has :obj:`facts_edge_index` or
+    :obj:`train_edge_index` (as :func:`to_hetero_data` writes), its
+    :obj:`edge_index` must be their union; otherwise its :obj:`edge_index`
+    holds its training triples (so a store with :obj:`edge_index` and
+    :obj:`test_edge_index` keeps both).  A store without any, or a graph
+    without node types, is refused."""
+    if not data.node_types:
+        raise ValueError('The HeteroData has no node type (set '
+                         "data['entity'].num_nodes)")
     offsets, names = {}, []
     for node_type in data.node_types:
         offsets[node_type] = len(names)
@@ -109,17 +116,25 @@ def from_hetero_data(data: HeteroData) -> Data:
     if len(set(relations)) != len(relations):
         relations = ['__'.join(edge_type) for edge_type in data.edge_types]
 
-    has_splits = any(f'{s}_edge_index' in data[et] for et in data.edge_types
-                     for s in SPLITS)
     splits: Dict[str, List[Tensor]] = {s: [] for s in SPLITS}
     for r, (src, rel, dst) in enumerate(data.edge_types):
         store = data[src, rel, dst]
-        keys = [(s, f'{s}_edge_index') for s in SPLITS] if has_splits \
-            else [('train', 'edge_index')]
+        keys = [(s, f'{s}_edge_index') for s in SPLITS
+                if f'{s}_edge_index' in store]
+        if any(s in GRAPH_SPLITS for s, _ in keys):
+            if 'edge_index' in store:
+                _check_observed(store, (src, rel, dst))
+        elif 'edge_index' in store:
+            keys.append(('train', 'edge_index'))
+        elif not keys:
+            raise ValueError(f'The edge type {(src, rel, dst)} has no '
+                             "'edge_index'")
         for split, key in keys:
-            if key not in store:
-                continue
-            edge_index = store[key]
+            edge_index = index_tensor(store[key], f'{(src, rel, dst)} {key}')
+            if edge_index.dim() != 2 or edge_index.size(0) != 2:
+                raise ValueError(f"The {key} of {(src, rel, dst)} must have "
+                                 f"shape [2, E], got "
+                                 f"{list(edge_index.shape)}")
             splits[split].append(torch.stack([
                 edge_index[0] + offsets[src],
                 torch.full_like(edge_index[0], r),
@@ -127,6 +142,25 @@ def from_hetero_data(data: HeteroData) -> Data:
             ]))
     triples = {s: torch.cat(v, dim=1) for s, v in splits.items() if v}
     return kg_data(len(names), len(relations), triples, names, relations)
+
+
+def _check_observed(store, edge_type):
+    # With facts/train keys, edge_index must be their union.
+    observed = [store[f'{s}_edge_index'] for s in GRAPH_SPLITS
+                if f'{s}_edge_index' in store]
+    expected = torch.cat(observed, dim=1) if observed else \
+        torch.empty(2, 0, dtype=torch.long)
+    both = torch.cat([index_tensor(store.edge_index, 'edge_index'),
+                      index_tensor(expected, 'edge_index')], dim=1)
+    size = int(both.max()) + 1 if both.numel() else 1
+    a = torch.sort(store.edge_index[0].long() * size +
+                   store.edge_index[1].long()).values
+    b = torch.sort(expected[0].long() * size + expected[1].long()).values
+    if not torch.equal(a, b):
+        raise ValueError(
+            f"The edge type {edge_type} has facts/train split keys and an "
+            f"'edge_index' that is not their union; put every triple under "
+            f"a split key (or drop the facts/train keys)")
 
 
 def as_kg(kg: Any) -> Data:

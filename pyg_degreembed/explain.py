@@ -119,6 +119,8 @@ def explain(model: Module, graph: Any, head: int, relation: int, tail: int,
         max_paths (int, optional): Keep only the largest contributions.
             (default: :obj:`None`, all)
     """
+    if max_paths is not None and max_paths < 0:
+        raise ValueError(f"'max_paths' must be at least 0, got {max_paths}")
     graph = model.graph(graph)
     N, K, L, T = graph.num_nodes, model.num_edge_types, model.num_steps, \
         model.rank

@@ -36,6 +36,13 @@ from torch_geometric.data import Data
 from .kg import SPLITS, kg_data
 
 
+#: First lines of a triples file that are read as a header and skipped.
+HEADERS = {('head', 'relation', 'tail'), ('head', 'rel', 'tail'),
+           ('subject', 'predicate', 'object'), ('source', 'relation',
+                                                'target'),
+           ('h', 'r', 't'), ('s', 'p', 'o'), ('from', 'relation', 'to')}
+
+
 class KGFormatError(ValueError):
     r"""A knowledge-graph file is malformed.  The message names the file and
     (where there is one) the line."""
@@ -51,8 +58,12 @@ def read_lines(path: str) -> List[str]:
     the file and line number."""
     if not osp.isfile(path):
         raise KGFormatError(path, 0, 'file not found')
-    with open(path, 'rb') as f:
-        raw = f.read()
+    try:
+        with open(path, 'rb') as f:
+            raw = f.read()
+    except OSError as e:
+        raise KGFormatError(path, 0, f'cannot read the file '
+                            f'({e.strerror or e})') from None
     if raw.startswith(b'\xef\xbb\xbf'):
         raw = raw[3:]
     lines = raw.split(b'\n')
@@ -170,12 +181,16 @@ def load_triples_file(path: str, fractions: Sequence[float] = (0.6, 0.2,
     Entities and relations get ids in order of first appearance.  The same
     checks as for :func:`load_neural_lp` apply (encoding, blank lines, field
     count, duplicate triples, :obj:`inv_` relation names), each naming the
-    file and line.
+    file and line.  A first line that is a header (:obj:`head relation
+    tail`, :obj:`subject predicate object`, :obj:`source relation target`,
+    :obj:`h r t`, :obj:`s p o`, any case) is skipped.
 
     Args:
         path (str): A :obj:`.tsv` (tab-separated) or :obj:`.csv` file
             (comma-separated, with CSV quoting); other names are read as
-            tab-separated if their first line has a tab, else as CSV.
+            tab-separated if their first line has a tab, as CSV if it has a
+            comma, else as separated by whitespace (as PyG's
+            :class:`~torch_geometric.datasets.WordNet18RR` reads them).
         fractions (Sequence[float], optional): Shares of facts, train, valid
             and test, summing to 1. (default: :obj:`(0.6, 0.2, 0.1, 0.1)`,
             the paper's 6:2:1:1)
@@ -195,17 +210,31 @@ def load_triples_file(path: str, fractions: Sequence[float] = (0.6, 0.2,
         elif path.endswith('.csv'):
             delimiter = ','
         else:
-            delimiter = '\t' if '\t' in lines[0] else ','
-    rows = list(csv.reader(lines, delimiter=delimiter)) if delimiter == ',' \
-        else [line.split(delimiter) for line in lines]
+            delimiter = '\t' if '\t' in lines[0] else \
+                ',' if ',' in lines[0] else ' '
+    if delimiter == ',':
+        rows = []
+        for i, line in enumerate(lines, start=1):
+            try:
+                rows.extend(csv.reader([line], delimiter=delimiter))
+            except csv.Error as e:
+                raise KGFormatError(path, i, f'not a CSV line ({e})') \
+                    from None
+    elif delimiter == ' ':
+        rows = [line.split() for line in lines]
+    else:
+        rows = [line.split(delimiter) for line in lines]
+    separator = {'\t': 'tabs', ',': 'commas', ' ': 'whitespace'}.get(
+        delimiter, repr(delimiter))
 
     entity_ids: Dict[str, int] = {}
     relation_ids: Dict[str, int] = {}
     triples, first_seen = [], {}
-    for i, fields in enumerate(rows, start=1):
+    first = 2 if tuple(f.strip().lower() for f in rows[0]) in HEADERS else 1
+    for i, fields in enumerate(rows[first - 1:], start=first):
         if len(fields) != 3:
             raise KGFormatError(
-                path, i, f'expected 3 fields separated by {delimiter!r} '
+                path, i, f'expected 3 fields separated by {separator} '
                 f'(head, relation, tail), got {len(fields)}')
         head, rel, tail = (f.strip() for f in fields)
         if not head or not rel or not tail:
@@ -222,6 +251,8 @@ def load_triples_file(path: str, fractions: Sequence[float] = (0.6, 0.2,
                                 f'{first_seen[triple]})')
         first_seen[triple] = i
         triples.append(triple)
+    if not triples:
+        raise KGFormatError(path, 0, 'no triples (only a header)')
 
     triples = torch.tensor(triples, dtype=torch.long).t()
     perm = torch.randperm(triples.size(1),

@@ -166,6 +166,10 @@ def saturation(
     """
     if graph not in ('all', 'observed'):
         raise ValueError(f"'graph' must be 'all' or 'observed', got {graph!r}")
+    if num_steps < 1 or not 1 <= min_length <= num_steps:
+        raise ValueError(f"'num_steps' must be at least 1 and 'min_length' "
+                         f"in [1, num_steps], got {num_steps} and "
+                         f"{min_length}")
     data = as_kg(data)
     R, N = data.num_relations, data.num_nodes
     triples = all_triples(data) if graph == 'all' else torch.cat(

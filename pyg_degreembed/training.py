@@ -1,6 +1,8 @@
 r"""Training a rule reasoner: a small, reusable fit loop."""
+import math
 import os
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -8,12 +10,13 @@ import torch
 from torch import Tensor
 from torch_geometric.data import Data
 
-from .checkpoint import (FORMAT, CheckpointError, check_kg, load_checkpoint,
-                         model_spec, save_checkpoint)
+from .checkpoint import (FORMAT, CheckpointError, check_kg, kg_fingerprint,
+                         load_checkpoint, model_spec, save_checkpoint)
 from .convert import as_kg
 from .distributed import (all_reduce_gradients, all_reduce_sum,
                           broadcast_parameters, world)
 from .evaluation import TrueAnswers, both_directions, rank_queries
+from .files import check_writable, exclusive
 from .kg import all_triples, split_triples
 from .progress import Progress, log_line
 from .version import __version__
@@ -88,6 +91,8 @@ def fit(
     log: Optional[Callable[[str], None]] = log_line,
     checkpoint: Optional[str] = None,
     resume: bool = False,
+    overwrite: bool = False,
+    allow_config_change: bool = False,
     callback: Optional[Callable[[int, int], None]] = None,
 ) -> FitResult:
     r"""Trains a rule reasoner on a knowledge graph and restores the weights
@@ -143,14 +148,31 @@ def fit(
             weights, the history and the RNG states; see
             :mod:`pyg_degreembed.checkpoint`. (default: :obj:`None`)
         resume (bool, optional): Continue from :obj:`checkpoint` if it
-            exists. (default: :obj:`False`)
+            exists; refused if the checkpoint's KG, model or training
+            settings (:obj:`lr`, :obj:`batch_size`, :obj:`seed`,
+            :obj:`loss`, :obj:`clip_norm`, :obj:`patience`; not
+            :obj:`epochs`) differ. (default: :obj:`False`)
+        overwrite (bool, optional): Replace an existing :obj:`checkpoint`
+            when not resuming (else that is refused). (default:
+            :obj:`False`)
+        allow_config_change (bool, optional): Resume even with other
+            training settings. (default: :obj:`False`)
         callback (callable, optional): Called as :obj:`callback(epoch,
             step)` after every optimisation step. (default: :obj:`None`)
     """
-    if loss not in LOSSES:
-        raise ValueError(f"'loss' must be one of {LOSSES}, got {loss!r}")
+    _check_settings(epochs, batch_size, lr, patience, clip_norm, loss,
+                    eval_batch_size)
+    if not progress_interval >= 0:
+        raise ValueError(f"'progress_interval' must be at least 0, got "
+                         f'{progress_interval}')
     if resume and checkpoint is None:
         raise ValueError("'resume' needs a 'checkpoint' path")
+    if checkpoint is not None:
+        check_writable(checkpoint, 'checkpoint')
+        if os.path.exists(checkpoint) and not resume and not overwrite:
+            raise CheckpointError(
+                f'{checkpoint} exists; resume from it (--resume, '
+                'resume=True) or replace it (--overwrite, overwrite=True)')
     if device is None:
         device = next(model.parameters()).device
     model.to(device)
@@ -159,10 +181,41 @@ def fit(
                    epochs=epochs, batch_size=batch_size, lr=lr,
                    patience=patience, clip_norm=clip_norm, loss=loss,
                    seed=seed))
+    if run.kg.train_edge_type.numel() == 0:
+        raise ValueError('The KG has no training triples')
     broadcast_parameters(model)
+    with exclusive(checkpoint) if checkpoint is not None and run.is_main \
+            else nullcontext():
+        return _fit_epochs(run, model, device, epochs, batch_size,
+                           clip_norm, loss, patience, eval_batch_size,
+                           progress, progress_interval, log, checkpoint,
+                           resume, allow_config_change, callback)
+
+
+def _check_settings(epochs, batch_size, lr, patience, clip_norm, loss,
+                    eval_batch_size):
+    if loss not in LOSSES:
+        raise ValueError(f"'loss' must be one of {LOSSES}, got {loss!r}")
+    for name, value in (('epochs', epochs), ('batch_size', batch_size),
+                        ('patience', patience),
+                        ('eval_batch_size', eval_batch_size)):
+        if not isinstance(value, int) or value < 1:
+            raise ValueError(f"'{name}' must be a positive integer, got "
+                             f'{value!r}')
+    if not math.isfinite(lr) or lr < 0:
+        raise ValueError(f"'lr' must be a finite number >= 0, got {lr}")
+    if clip_norm is not None and (not math.isfinite(clip_norm) or
+                                  clip_norm <= 0):
+        raise ValueError(f"'clip_norm' must be a positive finite number or "
+                         f'None, got {clip_norm}')
+
+
+def _fit_epochs(run, model, device, epochs, batch_size, clip_norm, loss,
+                patience, eval_batch_size, progress, progress_interval, log,
+                checkpoint, resume, allow_config_change, callback):
     first_epoch = 1
     if resume and os.path.exists(checkpoint):
-        first_epoch = run.resume(checkpoint, device)
+        first_epoch = run.resume(checkpoint, device, allow_config_change)
         if log is not None and run.is_main:
             log(f'resumed from {checkpoint} after epoch '
                 f'{run.result.history[-1]["epoch"]}')
@@ -200,6 +253,7 @@ class _Run:
         self.model, self.optimizer = model, optimizer
         self.generator, self.settings = generator, settings
         self.kg = as_kg(data)
+        self.kg_info = kg_summary(self.kg)
         self.graph = model.graph(data)
         self.true_answers = TrueAnswers(all_triples(self.kg),
                                         self.kg.num_nodes,
@@ -277,7 +331,7 @@ class _Run:
             'format': FORMAT,
             'library_version': __version__,
             'model': model_spec(self.model),
-            'kg': kg_summary(self.kg),
+            'kg': self.kg_info,
             'fit': self.settings,
             'state': {
                 'model': self.model.state_dict(),
@@ -293,7 +347,7 @@ class _Run:
             },
         })
 
-    def resume(self, path: str, device) -> int:
+    def resume(self, path: str, device, allow_config_change: bool) -> int:
         r"""Restores the run from a checkpoint; returns the first epoch
         still to train."""
         payload = load_checkpoint(path, map_location=device)
@@ -302,6 +356,14 @@ class _Run:
             raise CheckpointError(
                 f"{path} holds a model {payload['model']}, not this one "
                 f'{model_spec(self.model)}')
+        changed = [f"{k} {payload['fit'].get(k)!r} -> {v!r}"
+                   for k, v in self.settings.items()
+                   if k != 'epochs' and payload['fit'].get(k) != v]
+        if changed and not allow_config_change:
+            raise CheckpointError(
+                f"{path} was trained with other settings ({'; '.join(changed)}"
+                '); resume with the same ones, or allow it '
+                '(--allow-config-change, allow_config_change=True)')
         state = payload['state']
         self.model.load_state_dict(state['model'])
         self.optimizer.load_state_dict(state['optimizer'])
@@ -320,7 +382,8 @@ def kg_summary(data: Data) -> dict:
     return {'num_nodes': int(data.num_nodes),
             'num_relations': int(data.num_relations),
             'relation_names': list(data.relation_names),
-            'source': getattr(data, 'source', None)}
+            'source': getattr(data, 'source', None),
+            'fingerprint': kg_fingerprint(data)}
 
 
 def _copy_state(model: torch.nn.Module) -> dict:

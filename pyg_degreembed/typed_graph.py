@@ -7,6 +7,7 @@ from torch import Tensor
 from torch_geometric.utils import cumsum, degree
 
 from .features import degree_sets_of_pairs, source_type_pairs
+from .kg import index_tensor
 from .ragged import ragged_arange
 
 
@@ -172,8 +173,8 @@ class TypedGraph:
 
     def __init__(self, edge_index: Tensor, edge_type: Tensor, num_nodes: int,
                  num_edge_types: int):
-        edge_index = torch.as_tensor(edge_index, dtype=torch.long)
-        edge_type = torch.as_tensor(edge_type, dtype=torch.long)
+        edge_index = index_tensor(edge_index, 'edge_index')
+        edge_type = index_tensor(edge_type, 'edge_type')
         _check_graph(edge_index, edge_type, num_nodes, num_edge_types)
         self.num_nodes = num_nodes
         self.num_edge_types = num_edge_types

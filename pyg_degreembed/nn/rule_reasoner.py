@@ -84,9 +84,13 @@ class RuleReasoner(Module):
                  eps: float = 1e-20, recompute: bool = False,
                  edge_weight: Optional[Module] = None):
         super().__init__()
-        if num_relations < 1 or num_steps < 1 or rank < 1:
-            raise ValueError("'num_relations', 'num_steps' and 'rank' must "
-                             "be positive")
+        for name, value in (('num_relations', num_relations),
+                            ('num_steps', num_steps), ('rank', rank),
+                            ('embedding_dim', embedding_dim),
+                            ('hidden_channels', hidden_channels)):
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"'{name}' must be a positive integer, got "
+                                 f'{value!r}')
         if edge_weight is not None and not callable(
                 getattr(edge_weight, 'source_weights', None)):
             raise TypeError(f"'edge_weight' must be a module with a method "

@@ -1,0 +1,316 @@
+r"""Bad input, hostile use and shared machines: each case is a clear error
+naming what is wrong (command line: exit 2, one line) or correct behaviour,
+never silent loss or a wrong result (docs/input-validation.md)."""
+import os
+import pickle
+import subprocess
+import sys
+
+import pytest
+import torch
+from torch_geometric.data import HeteroData
+
+from conftest import chain_kg
+from pyg_degreembed import (DegreEmbedReasoner, RuleReasoner, TypedGraph, fit,
+                            from_edge_index, from_hetero_data, load_model)
+from pyg_degreembed.checkpoint import (CheckpointError, load_checkpoint,
+                                       save_checkpoint)
+from pyg_degreembed.cli import main
+from pyg_degreembed.files import FileError, exclusive
+from pyg_degreembed.io import KGFormatError, load_triples_file, read_lines
+
+
+def triples_file(path, n=60, extra=''):
+    lines = [f'e{i}\tr{i % 3}\te{(i * 7 + 1) % 40}' for i in range(n)]
+    path.write_text('\n'.join(lines) + '\n' + extra)
+    return str(path)
+
+
+def one_line_error(capsys, argv, message):
+    code = main(argv)
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert err.startswith('error: ') and len(err.strip().splitlines()) == 1
+    assert message in err, err
+    return err
+
+
+# 1
+def test_hetero_data_keeps_every_edge_index_next_to_split_keys():
+    h = HeteroData()
+    h['entity'].num_nodes = 4
+    h['entity', 'r', 'entity'].edge_index = torch.tensor([[0, 1, 2],
+                                                          [1, 2, 3]])
+    h['entity', 's', 'entity'].edge_index = torch.tensor([[2, 3], [0, 1]])
+    h['entity', 's', 'entity'].test_edge_index = torch.tensor([[1], [0]])
+    kg = from_hetero_data(h)
+    assert kg.train_edge_type.numel() == 5
+    assert kg.test_edge_index.tolist() == [[1], [0]]
+    assert kg.test_edge_type.tolist() == [1]
+    # A store whose edge_index contradicts its facts/train keys is refused.
+    h['entity', 's', 'entity'].train_edge_index = torch.tensor([[2], [0]])
+    with pytest.raises(ValueError, match='not their union'):
+        from_hetero_data(h)
+
+
+# 2
+def test_float_ids_are_refused_not_truncated():
+    with pytest.raises(TypeError, match="'edge_type' must hold integer"):
+        from_edge_index(torch.tensor([[0, 1, 2], [1, 2, 0]]),
+                        torch.tensor([0.7, 1.9, 0.2]))
+    with pytest.raises(TypeError, match="'edge_index' must hold integer"):
+        from_edge_index(torch.tensor([[0., 1.5], [1., 2.]]),
+                        torch.tensor([0, 1]))
+    with pytest.raises(TypeError, match='must hold integer'):
+        TypedGraph(torch.tensor([[0, 1], [1, 2]]), torch.tensor([0., 1.]),
+                   3, 2)
+    h = HeteroData()
+    h['entity'].num_nodes = 3
+    h['entity', 'r', 'entity'].edge_index = torch.tensor([[0., 1.],
+                                                          [1., 2.]])
+    with pytest.raises(TypeError, match='must hold integer'):
+        from_hetero_data(h)
+
+
+# 3
+def test_a_changed_triples_file_is_refused(tmp_path, capsys):
+    path = triples_file(tmp_path / 'kg.tsv')
+    checkpoint = str(tmp_path / 'm.pt')
+    assert main(['train', '--dataset', path, '--dim', '4', '--epochs', '1',
+                 '--checkpoint', checkpoint, '--no-progress']) == 0
+    capsys.readouterr()
+    with open(path, 'a') as f:
+        f.write('e1\tr0\te39\n')  # one more line: another random split
+    one_line_error(capsys, ['evaluate', '--checkpoint', checkpoint],
+                   'trained on another KG')
+    assert main(['evaluate', '--checkpoint', checkpoint, '--other-kg']) == 0
+    with pytest.raises(CheckpointError, match='another KG'):
+        load_model(checkpoint)
+    model, data = load_model(checkpoint, other_kg=True)
+    assert data.train_edge_type.numel() > 0
+
+
+# 4
+def test_checkpoints_are_never_overwritten_silently(tmp_path, capsys):
+    path = triples_file(tmp_path / 'kg.tsv')
+    checkpoint = str(tmp_path / 'ow.pt')
+    base = ['train', '--dataset', path, '--dim', '4', '--no-progress',
+            '--checkpoint', checkpoint]
+    assert main(base + ['--epochs', '2']) == 0
+    capsys.readouterr()
+    one_line_error(capsys, base + ['--epochs', '1'], 'exists; add --resume')
+    assert load_checkpoint(checkpoint)['state']['epoch'] == 2
+    one_line_error(capsys, base + ['--epochs', '3', '--resume', '--lr',
+                                   '0.01'], 'other settings (lr 0.001 -> 0.01')
+    assert main(base + ['--epochs', '3', '--resume', '--lr', '0.01',
+                        '--allow-config-change']) == 0
+    assert main(base + ['--epochs', '1', '--overwrite']) == 0
+    assert load_checkpoint(checkpoint)['state']['epoch'] == 1
+    capsys.readouterr()
+    # The metrics JSON never replaces the checkpoint.
+    one_line_error(capsys, ['train', '--dataset', path, '--checkpoint',
+                            str(tmp_path / 'm.json')],
+                   'would overwrite the checkpoint')
+    # Two writers: the second is refused while the first holds the lock.
+    sleeper = subprocess.Popen([sys.executable, '-c',
+                                'import time; time.sleep(60)'])
+    try:
+        with open(checkpoint + '.lock', 'w') as f:
+            f.write(str(sleeper.pid))
+        one_line_error(capsys, base + ['--resume'],
+                       f'another process (pid {sleeper.pid})')
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    # ... and a lock left by a dead process is taken over.
+    assert main(base + ['--resume', '--epochs', '2']) == 0
+    assert not os.path.exists(checkpoint + '.lock')
+    with exclusive(checkpoint):
+        assert open(checkpoint + '.lock').read() == str(os.getpid())
+
+
+# 5, 7, 8
+@pytest.mark.parametrize('argv,message', [
+    (['--epochs', '0'], "'epochs' must be a positive integer"),
+    (['--epochs', '-5'], "'epochs' must be a positive integer"),
+    (['--batch-size', '0'], "'batch_size' must be a positive integer"),
+    (['--lr', 'inf'], "'lr' must be a finite number >= 0"),
+    (['--lr', 'nan'], "'lr' must be a finite number >= 0"),
+    (['--dim', '0'], "'embedding_dim' must be a positive integer"),
+    (['--device', 'bogus'], "unknown device 'bogus'"),
+    (['--patience', '0'], "'patience' must be a positive integer"),
+])
+def test_bad_training_options(tmp_path, capsys, argv, message):
+    path = triples_file(tmp_path / 'kg.tsv')
+    checkpoint = tmp_path / 'run.pt'
+    one_line_error(capsys, ['train', '--dataset', path, '--checkpoint',
+                            str(checkpoint)] + argv, message)
+    assert not checkpoint.exists()
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason='has CUDA')
+def test_cuda_without_cuda(tmp_path, capsys):
+    one_line_error(capsys, ['train', '--device', 'cuda', '--checkpoint',
+                            str(tmp_path / 'x.pt')], 'CUDA is not available')
+
+
+def test_unwritable_paths_are_refused_before_training(tmp_path, capsys):
+    (tmp_path / 'DIR').write_text('a file')
+    one_line_error(capsys, ['train', '--checkpoint',
+                            str(tmp_path / 'DIR' / 'run.pt')],
+                   'is a file, not a folder')
+
+
+@pytest.fixture(scope='module')
+def small_checkpoint(tmp_path_factory):
+    folder = tmp_path_factory.mktemp('reliability')
+    path = triples_file(folder / 'kg.tsv')
+    checkpoint = str(folder / 'run.pt')
+    assert main(['train', '--dataset', path, '--dim', '4', '--epochs', '1',
+                 '--checkpoint', checkpoint, '--no-progress']) == 0
+    return checkpoint
+
+
+@pytest.mark.parametrize('argv,message', [
+    (['explain', '--head', 'e1', '--relation', 'r1', '--tail', 'e8', '--k',
+      '-1'], '--k must be at least 0'),
+    (['rules', '--k', '-1'], '--k must be at least 0'),
+    (['predict', '--head', 'e1', '--relation', 'r1', '--k', '-1'],
+     '--k must be at least 0'),
+    (['evaluate', '--json', '.'], 'is a folder'),
+    (['evaluate', '--device', 'bogus'], "unknown device 'bogus'"),
+])
+def test_bad_options_of_checkpoint_commands(small_checkpoint, capsys, argv,
+                                            message):
+    one_line_error(capsys, argv[:1] + ['--checkpoint', small_checkpoint] +
+                   argv[1:], message)
+
+
+def test_saturation_steps_zero(capsys):
+    one_line_error(capsys, ['saturation', '--steps', '0'],
+                   "'num_steps' must be at least 1")
+
+
+def test_bad_checkpoint_files(tmp_path, capsys, small_checkpoint):
+    payload = load_checkpoint(small_checkpoint)
+    del payload['kg']
+    broken = str(tmp_path / 'broken.pt')
+    save_checkpoint(broken, payload)
+    one_line_error(capsys, ['evaluate', '--checkpoint', broken],
+                   'incomplete checkpoint (missing kg)')
+
+    class Evil:
+        def __reduce__(self):
+            return (os.system, ('echo owned',))
+
+    evil = tmp_path / 'evil.pt'
+    torch.save({'format': 2, 'x': Evil()}, str(evil))
+    err = one_line_error(capsys, ['rules', '--checkpoint', str(evil)],
+                         'refused: the file holds Python objects')
+    assert 'weights_only' not in err
+    raw = tmp_path / 'raw.pt'  # a plain pickle, not written by torch.save
+    raw.write_bytes(pickle.dumps({'format': 2, 'x': Evil()}))
+    err = one_line_error(capsys, ['rules', '--checkpoint', str(raw)],
+                         'not a readable checkpoint (UnpicklingError: '
+                         'Unsupported operand')
+    assert 'weights_only' not in err
+
+
+def test_unreadable_and_unwritable_files(tmp_path, monkeypatch):
+    path = triples_file(tmp_path / 'kg.tsv')
+    real_open = open
+
+    def denied(file, *args, **kwargs):
+        if str(file) == path:
+            raise PermissionError(13, 'Permission denied')
+        return real_open(file, *args, **kwargs)
+
+    monkeypatch.setattr('builtins.open', denied)
+    with pytest.raises(KGFormatError, match='cannot read the file '
+                       r'\(Permission denied\)'):
+        read_lines(path)
+    monkeypatch.undo()
+
+    # Disk full while saving: one clear error, the previous file kept.
+    target = str(tmp_path / 'run.pt')
+    save_checkpoint(target, {'format': 2, 'epoch': 1})
+
+    def full(*args, **kwargs):
+        raise RuntimeError('[enforce fail at inline_container.cc:626] . '
+                           'unexpected pos 64 vs 0\nmore torch lines')
+
+    monkeypatch.setattr(torch, 'save', full)
+    with pytest.raises(FileError, match=r'could not be written '
+                       r'\(\[enforce fail.*unexpected pos 64 vs 0\); the '
+                       'previous file is kept'):
+        save_checkpoint(target, {'format': 2, 'epoch': 2})
+    monkeypatch.undo()
+    assert torch.load(target)['epoch'] == 1
+    assert [f for f in os.listdir(tmp_path) if f.endswith('.tmp')] == []
+
+
+# 6, 9
+def test_header_and_whitespace_separated_files(tmp_path):
+    path = tmp_path / 'kg.txt'
+    path.write_text('head\trelation\ttail\n' + ''.join(
+        f'e{i}\tr{i % 2}\te{i + 1}\n' for i in range(30)))
+    data = load_triples_file(str(path))
+    assert 'relation' not in data.relation_names
+    assert data.num_relations == 2 and data.num_nodes == 31
+    spaced = tmp_path / 'spaced.txt'
+    spaced.write_text('Subject Predicate Object\n' + ''.join(
+        f'e{i} r{i % 2} e{i + 1}\n' for i in range(30)))
+    assert load_triples_file(str(spaced)).num_nodes == 31
+    bad = tmp_path / 'bad.txt'
+    bad.write_text('a b c\nd e\n')
+    with pytest.raises(KGFormatError, match='bad.txt:2: expected 3 fields '
+                       'separated by whitespace'):
+        load_triples_file(str(bad))
+
+
+def test_temporaries_of_dead_writers_are_removed(tmp_path):
+    target = tmp_path / 'run.pt'
+    dead = subprocess.run([sys.executable, '-c',
+                           'import os; print(os.getpid())'],
+                          capture_output=True, text=True).stdout.strip()
+    stale = tmp_path / f'.run.pt.{dead}.abc123.tmp'
+    stale.write_bytes(b'x' * 1000)
+    mine = tmp_path / f'.run.pt.{os.getpid()}.live.tmp'  # a live writer
+    mine.write_bytes(b'y')
+    save_checkpoint(str(target), {'format': 2})
+    assert not stale.exists() and mine.exists()
+
+
+# 10
+def test_python_api_misuse_names_the_argument(toy_kg):
+    model = RuleReasoner(3, embedding_dim=8, hidden_channels=8)
+    with pytest.raises(TypeError, match="'head' must hold integer"):
+        model(toy_kg, torch.tensor([0.]), torch.tensor([0]))
+    with pytest.raises(ValueError, match='must be vectors'):
+        model(toy_kg, 0, 1)
+    with pytest.raises(ValueError, match=r"'edge_index' must have shape "
+                       r'\[2, E\], got \[3, 2\]'):
+        model(torch.zeros(3, 2, dtype=torch.long), torch.tensor([0, 1]),
+              [0], [0])
+    with pytest.raises(ValueError, match=r"'edge_index' must have shape"):
+        model(torch.tensor([0, 1]), torch.tensor([0, 1]), [0], [0])
+    with pytest.raises(ValueError, match="'remove_tail' must have the "
+                       'shape'):
+        model(toy_kg, [0, 1], [0, 0], remove_tail=[1, 2, 3])
+    with pytest.raises(ValueError, match='no node type'):
+        h = HeteroData()
+        h['entity', 'r', 'entity'].edge_index = torch.tensor([[0], [1]])
+        from_hetero_data(h)
+    h = HeteroData()
+    h['entity'].num_nodes = 2
+    h['entity', 'r', 'entity'].edge_attr = torch.ones(1, 2)
+    with pytest.raises(ValueError, match="has no 'edge_index'"):
+        from_hetero_data(h)
+    empty = from_edge_index(torch.empty(2, 0, dtype=torch.long),
+                            torch.empty(0, dtype=torch.long), num_nodes=3,
+                            num_relations=2,
+                            splits={'facts': torch.tensor([[0], [0], [1]])})
+    with pytest.raises(ValueError, match='no training triples'):
+        fit(DegreEmbedReasoner(2), empty, epochs=1, log=None)
+    with pytest.raises(ValueError, match="'lr' must be"):
+        fit(model, chain_kg(), lr=float('inf'), log=None)
