@@ -1,0 +1,86 @@
+"""Training-step time of two checkouts of the library, interleaved (A, B,
+A, B, ...) so that drifts of a shared machine's speed hit both alike.
+
+    git worktree add /tmp/before <commit>
+    python benchmarks/ab_steps.py /tmp/before . [--dataset family] [--rounds 5]
+
+Each round runs, in a fresh process per checkout, 3 warm-up and --batches
+timed DegreEmbed training steps (paper settings, batch 128) through the
+public API of that checkout (a graph object as the first argument).  Prints
+the per-round milliseconds per step and the median ratio B / A; writes
+benchmarks/results/ab_steps_<dataset>.json.
+"""
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+
+from common import machine, write_json
+
+STEP = r'''
+import sys, time
+import torch
+from torch_geometric import seed_everything
+from pyg_degreembed import DegreEmbedReasoner, TypedGraph
+from pyg_degreembed.datasets import load_dataset
+from pyg_degreembed.evaluation import both_directions
+from pyg_degreembed.kg import split_triples
+from pyg_degreembed.training import nll_loss
+data = load_dataset(sys.argv[1])
+seed_everything(0)
+model = DegreEmbedReasoner(data.num_relations)
+try:  # the graph as each version's users pass it
+    model.graph
+    graph = data
+except AttributeError:
+    graph = TypedGraph(data.edge_index, data.edge_type, data.num_nodes,
+                       2 * data.num_relations)
+h, q, t = both_directions(split_triples(data, 'train'), data.num_relations)
+opt = torch.optim.Adam(model.parameters(), 1e-3)
+batches = torch.randperm(
+    h.numel(), generator=torch.Generator().manual_seed(0)).split(128)
+def step(i):
+    loss = nll_loss(model.score(graph, h[i], q[i], t[i]))
+    opt.zero_grad(); loss.backward(); opt.step()
+for i in batches[:3]:
+    step(i)
+start = time.perf_counter()
+for i in batches[3:3 + int(sys.argv[2])]:
+    step(i)
+print((time.perf_counter() - start) / int(sys.argv[2]))
+'''
+
+
+def run(checkout, dataset, batches):
+    env = dict(os.environ, PYTHONPATH=os.path.abspath(checkout))
+    out = subprocess.run([sys.executable, '-c', STEP, dataset, str(batches)],
+                         env=env, capture_output=True, text=True, check=True)
+    return float(out.stdout.split()[-1])
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument('a')
+    parser.add_argument('b')
+    parser.add_argument('--dataset', default='family')
+    parser.add_argument('--batches', type=int, default=40)
+    parser.add_argument('--rounds', type=int, default=5)
+    args = parser.parse_args()
+    rounds = []
+    for r in range(args.rounds):
+        a = run(args.a, args.dataset, args.batches)
+        b = run(args.b, args.dataset, args.batches)
+        rounds.append({'a': a, 'b': b, 'ratio': b / a})
+        print(f'round {r + 1}: A {1e3 * a:.1f} ms  B {1e3 * b:.1f} ms  '
+              f'B/A {b / a:.3f}', flush=True)
+    median = statistics.median(x['ratio'] for x in rounds)
+    print(f'median B/A {median:.3f}')
+    write_json(f'ab_steps_{args.dataset}.json', {
+        'a': os.path.abspath(args.a), 'b': os.path.abspath(args.b),
+        'dataset': args.dataset, 'rounds': rounds, 'median_ratio': median,
+        'machine': machine()})
+
+
+if __name__ == '__main__':
+    main()
