@@ -4,13 +4,14 @@
 
 Times DegreEmbed training steps (paper settings, batch 128) in fresh
 processes, alone and while one competing CPU-bound process runs (a NumPy
-2000 x 2000 matrix product in a loop, using every core), in three
-configurations of PyTorch's OpenMP pool: the defaults (every core, GNU
-OpenMP's spin count of 300000), GOMP_SPINCOUNT=1000 (threads sleep soon
-when they wait), and one thread.  A run that does not finish its batches
-within --cap seconds is reported as at least that slow.  Writes
-benchmarks/results/shared_machine.{json,md}.  No configuration is a default
-of the library yet: see the findings in benchmarks/README.md.
+2000 x 2000 matrix product in a loop, using every core), in four
+configurations: PyTorch's defaults (every core, GNU OpenMP's spin count of
+300000), GOMP_SPINCOUNT=1000 (threads sleep soon when they wait), one
+thread, and the defaults with the library's ThreadGuard (what fit() does:
+one thread when a probe batch shows it at least twice as fast).  A run that
+does not finish its batches within --cap seconds is reported as at least
+that slow.  Writes
+benchmarks/results/shared_machine.{json,md}.
 """
 import argparse
 import json
@@ -41,9 +42,16 @@ h, q, t = both_directions(split_triples(data, 'train'), data.num_relations)
 opt = torch.optim.Adam(model.parameters(), 1e-3)
 batches = torch.randperm(
     h.numel(), generator=torch.Generator().manual_seed(0)).split(128)
+from pyg_degreembed.threads import ThreadGuard
+first = batches[0]
+guard = ThreadGuard(lambda: model.score(graph, h[first], q[first],
+                                        t[first]),
+                    enabled=sys.argv[4] == 'guard')
 def step(i):
+    start = time.perf_counter()
     loss = nll_loss(model.score(graph, h[i], q[i], t[i]))
     opt.zero_grad(); loss.backward(); opt.step()
+    guard.step(time.perf_counter() - start)
 for i in batches[:3]:
     step(i)
 for n, i in enumerate(batches[3:3 + int(sys.argv[2])], start=1):
@@ -55,19 +63,21 @@ COMPETITOR = ('import numpy as np\na = np.random.rand(2000, 2000)\n'
               'while True:\n    a @ a\n')
 
 
-CONFIGURATIONS = (('default', None, 'all'),
-                  ('GOMP_SPINCOUNT=1000', 1000, 'all'),
-                  ('one thread', None, '1'))
+CONFIGURATIONS = (('default', None, 'all', ''),
+                  ('GOMP_SPINCOUNT=1000', 1000, 'all', ''),
+                  ('one thread', None, '1', ''),
+                  ('default + ThreadGuard (fit)', None, 'all', 'guard'))
 
 
-def measure(dataset, batches, spin, threads, cap):
+def measure(dataset, batches, spin, threads, guard, cap):
     env = dict(os.environ)
     env.pop('GOMP_SPINCOUNT', None)
     env.pop('OMP_WAIT_POLICY', None)
     if spin is not None:
         env['GOMP_SPINCOUNT'] = str(spin)
     proc = subprocess.Popen([sys.executable, '-c', STEP, dataset,
-                             str(batches), threads], env=env,
+                             str(batches), threads, guard or 'none'],
+                            env=env,
                             stdout=subprocess.PIPE, text=True)
     times, start = [], time.perf_counter()
     try:
@@ -99,9 +109,9 @@ def main():
             if competing else None
         try:
             time.sleep(2 if competing else 0)
-            for label, spin, threads in CONFIGURATIONS:
+            for label, spin, threads, guard in CONFIGURATIONS:
                 run = measure(args.dataset, args.batches, spin, threads,
-                              args.cap)
+                              guard, args.cap)
                 run['configuration'] = label
                 run['competing_process'] = competing
                 rows.append(run)
@@ -120,7 +130,7 @@ def main():
              f"{machine()['cores']} cores, {machine()['cpu']}:", '',
              '| OpenMP configuration | alone | with one competing process | '
              'ratio |', '|---|---|---|---|']
-    for label, _, _ in CONFIGURATIONS:
+    for label, *_ in CONFIGURATIONS:
         loaded = next(r for r in rows if r['competing_process'] and
                       r['configuration'] == label)
         bound = '' if loaded['complete'] else '> '

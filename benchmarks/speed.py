@@ -15,7 +15,13 @@ T = 3, 128-d, batch 128, both query directions, nll loss, Adam, clipping):
 * the propagation kernel alone (TypedGraph.propagate, forward + backward)
   for the first and second hop of a training batch of 128 queries x T, in
   frontier ("sparse") and "dense" mode;
-* peak RSS of the process (each dataset runs in its own process).
+* peak RSS of the process (each dataset runs in its own process);
+* the training epoch again while one competing CPU-bound process runs (a
+  NumPy matrix product in a loop on every core), with the thread guard that
+  fit() uses (pyg_degreembed.threads), and its ratio to the epoch alone.
+
+Datasets not named on the command line keep their last results in
+speed.json (each entry records its machine and commit).
 
 Every dataset is measured with retain_freed_memory() (what the command
 line does); the training epoch is also timed with the allocator's defaults,
@@ -46,6 +52,7 @@ from pyg_degreembed import (DegreEmbedReasoner, RuleReasoner, Signals,
 from pyg_degreembed.datasets import BUNDLED
 from pyg_degreembed.evaluation import both_directions
 from pyg_degreembed.kg import split_triples
+from pyg_degreembed.threads import ThreadGuard
 from pyg_degreembed.typed_graph import SourceWeights
 from pyg_degreembed.training import nll_loss
 
@@ -58,33 +65,59 @@ def time_training(model, data, queries, args):
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
     generator = torch.Generator().manual_seed(0)
     batches = torch.randperm(head.numel(), generator=generator).split(128)
+    first = batches[0]
+    # As in fit(): one thread while another process competes for the cores.
+    guard = ThreadGuard(lambda: model.score(data, head[first],
+                                            relation[first], tail[first]))
 
     def step(index):
+        start = time.perf_counter()
         loss = nll_loss(model.score(data, head[index], relation[index],
                                     tail[index]))
         optimizer.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
         optimizer.step()
+        guard.step(time.perf_counter() - start)
 
     warm_up = 3  # the first steps also grow the heap
-    for index in batches[:warm_up]:
-        step(index)
-    if len(batches) <= args.full_epoch_batches:
-        start = time.perf_counter()
-        for index in batches:
+    with guard:
+        for index in batches[:warm_up]:
             step(index)
-        return {'epoch_seconds': time.perf_counter() - start,
-                'extrapolated': False}
-    times = []
-    for index in batches[warm_up:warm_up + args.batches]:
-        start = time.perf_counter()
-        step(index)
-        times.append(time.perf_counter() - start)
+        if len(batches) <= args.full_epoch_batches:
+            start = time.perf_counter()
+            for index in batches:
+                step(index)
+            return {'epoch_seconds': time.perf_counter() - start,
+                    'extrapolated': False, 'threads_at_end': guard.current}
+        times = []
+        for index in batches[warm_up:warm_up + args.batches]:
+            start = time.perf_counter()
+            step(index)
+            times.append(time.perf_counter() - start)
     per_batch = statistics.fmean(times)  # the epoch is the sum
     return {'epoch_seconds': per_batch * len(batches),
             'extrapolated': True, 'seconds_per_batch': per_batch,
-            'timed_batches': len(times), 'batch_seconds': times}
+            'timed_batches': len(times), 'batch_seconds': times,
+            'threads_at_end': guard.current}
+
+
+COMPETITOR = ('import numpy as np\na = np.random.rand(2000, 2000)\n'
+              'while True:\n    a @ a\n')
+
+
+def time_training_with_competitor(cls, data, queries, args):
+    r"""The training epoch again, fresh model, while one CPU-bound process
+    (a NumPy matrix product in a loop, every core) competes."""
+    competitor = subprocess.Popen([sys.executable, '-c', COMPETITOR])
+    try:
+        time.sleep(2)
+        seed_everything(0)
+        model = cls(data.num_relations, num_steps=2, rank=3)
+        return time_training(model, data, queries, args)
+    finally:
+        competitor.kill()
+        competitor.wait()
 
 
 def time_evaluation(model, data):
@@ -141,6 +174,8 @@ def worker(dataset, args, training_only=False):
         if not training_only:
             entry.update(time_evaluation(model, data))
             entry['kernel'] = time_kernel(model, data, queries)
+            entry['competing'] = time_training_with_competitor(
+                cls, data, queries, args)
         result['models'][label] = entry
     result['peak_rss_gb'] = resource.getrusage(
         resource.RUSAGE_SELF).ru_maxrss / 1e6
@@ -151,11 +186,18 @@ def table(results):
     lines = [
         '| KG | model | epoch | test evaluation | queries/s | peak RSS | '
         'hop 1 / hop 2, frontier (fwd+bwd) | hop 1 / hop 2, dense | '
-        'epoch, default allocator |', '|---' * 9 + '|'
+        'epoch, default allocator | epoch next to a competing process |',
+        '|---' * 10 + '|'
     ]
 
     def t(s):
         return f'{s / 60:.1f} min' if s >= 120 else f'{s:.1f} s'
+
+    def competing(m):
+        if 'competing' not in m:
+            return 'not measured'
+        c = m['competing']['epoch_seconds']
+        return f"{t(c)} (x{c / m['epoch_seconds']:.2f})"
 
     for dataset, runs in results.items():
         fast, slow = runs['retain'], runs['default']
@@ -173,7 +215,8 @@ def table(results):
                 f"{1e3 * k['dense_hop1_seconds']:.0f} / "
                 f"{1e3 * k['dense_hop2_seconds']:.0f} ms | "
                 f"{t(d['epoch_seconds'])} "
-                f"(x{d['epoch_seconds'] / m['epoch_seconds']:.2f}) |")
+                f"(x{d['epoch_seconds'] / m['epoch_seconds']:.2f}) | "
+                f"{competing(m)} |")
     return '\n'.join(lines)
 
 
@@ -194,13 +237,16 @@ def main():
         print(json.dumps(worker(args.worker, args,
                                 training_only=args.allocator == 'default')))
         return
-    results = {}
+    # Datasets not measured this time keep their last results.
+    path = os.path.join(RESULTS, 'speed.json')
+    results = json.load(open(path))['results'] if os.path.exists(path) \
+        else {}
     for dataset in args.datasets:
         if dataset not in BUNDLED and \
                 not os.path.isdir(os.path.join(SHARED, dataset)):
             print(f'{dataset}: skipped, no folder at {SHARED}')
             continue
-        results[dataset] = {}
+        results[dataset] = {'machine': machine()}
         for allocator in ('retain', 'default'):
             out = subprocess.run(
                 [sys.executable, __file__, '--worker', dataset,
@@ -220,7 +266,11 @@ def main():
                               'results': results})
     note = (f"Measured by `python benchmarks/speed.py` on {machine()['cpu']}, "
             f"{os.cpu_count()} cores, torch {torch.__version__} "
-            f"(`benchmarks/results/speed.json`).")
+            f"(`benchmarks/results/speed.json`; each dataset's entry records "
+            f"the machine, commit and command of its run). \"epoch next to a "
+            f"competing process\": the training epoch again while a NumPy "
+            f"matrix-product loop runs on every core, and its ratio to the "
+            f"epoch alone.")
     with open(os.path.join(RESULTS, 'speed.md'), 'w') as f:
         f.write(f'<!-- generated by benchmarks/speed.py -->\n{text}\n\n'
                 f'{note}\n')

@@ -19,6 +19,7 @@ from .evaluation import TrueAnswers, both_directions, rank_queries
 from .files import check_writable, exclusive
 from .kg import all_triples, split_triples
 from .progress import Progress, log_line
+from .threads import ThreadGuard
 from .version import __version__
 
 LOSSES = ('nll', 'bce')
@@ -93,6 +94,7 @@ def fit(
     resume: bool = False,
     overwrite: bool = False,
     allow_config_change: bool = False,
+    adapt_threads: bool = True,
     callback: Optional[Callable[[int, int], None]] = None,
 ) -> FitResult:
     r"""Trains a rule reasoner on a knowledge graph and restores the weights
@@ -157,6 +159,11 @@ def fit(
             :obj:`False`)
         allow_config_change (bool, optional): Resume even with other
             training settings. (default: :obj:`False`)
+        adapt_threads (bool, optional): Move to one CPU thread while
+            another process competes for the cores and that is at least
+            twice as fast, measured on a probe batch (see
+            :class:`~pyg_degreembed.threads.ThreadGuard`; logged; on an idle
+            machine nothing changes). (default: :obj:`True`)
         callback (callable, optional): Called as :obj:`callback(epoch,
             step)` after every optimisation step. (default: :obj:`None`)
     """
@@ -173,8 +180,8 @@ def fit(
             raise CheckpointError(
                 f'{checkpoint} exists; resume from it (--resume, '
                 'resume=True) or replace it (--overwrite, overwrite=True)')
-    if device is None:
-        device = next(model.parameters()).device
+    device = torch.device(device) if device is not None else \
+        next(model.parameters()).device
     model.to(device)
     run = _Run(model, data, torch.optim.Adam(model.parameters(), lr=lr),
                torch.Generator().manual_seed(seed), dict(
@@ -184,8 +191,13 @@ def fit(
     if run.kg.train_edge_type.numel() == 0:
         raise ValueError('The KG has no training triples')
     broadcast_parameters(model)
+    head, relation, tail = (q[:batch_size] for q in run.queries)
+    guard = ThreadGuard(lambda: model.score(run.graph, head, relation, tail),
+                        enabled=adapt_threads and device.type == 'cpu',
+                        log=log if run.is_main else None)
     with exclusive(checkpoint) if checkpoint is not None and run.is_main \
-            else nullcontext():
+            else nullcontext(), guard:
+        run.guard = guard
         return _fit_epochs(run, model, device, epochs, batch_size,
                            clip_norm, loss, patience, eval_batch_size,
                            progress, progress_interval, log, checkpoint,
@@ -265,6 +277,7 @@ class _Run:
         self.is_main = self.process == 0
         self.result = FitResult()
         self.best_state = _copy_state(model)
+        self.guard = ThreadGuard(lambda: None, enabled=False)
 
     def train_epoch(self, epoch: int, batch_size: int, clip_norm, loss: str,
                     reporter, callback) -> Tuple[float, float]:
@@ -284,6 +297,7 @@ class _Run:
             # With several processes, each takes a share of the global
             # batch; its loss is scaled so that the summed gradients equal
             # the gradient of the global batch's mean loss.
+            step_start = time.perf_counter()
             share = index[self.process::self.num_processes]
             h, q, t = head[share], relation[share], tail[share]
             optimizer.zero_grad()
@@ -305,6 +319,7 @@ class _Run:
             optimizer.step()
             count += index.numel()
             progress.update(index.numel(), value)
+            self.guard.step(time.perf_counter() - step_start)
             if callback is not None:
                 callback(epoch, step)
         progress.close()
