@@ -9,13 +9,16 @@ instead of 0.12 s, while one thread took 0.22 s, about a fair share
 (:obj:`benchmarks/shared_machine.py`).  On an idle machine one thread is
 slower (0.13 s), so the thread count has to follow the load.
 
-:class:`ThreadGuard` decides by timing a *probe* (a forward pass of a fixed
-batch, without gradients, which leaves the training state alone) with all
-threads and with one, at the start, every :obj:`check_every` steps and
-whenever a step takes far longer than the recent ones.  It moves to one
-thread only when that is at least :obj:`margin` times faster, which does not
-happen on an idle machine, so there the computation (and every bit of its
-result) is the same as without the guard.
+The thread count changes the last bits of PyTorch's results, so
+:class:`ThreadGuard` decides before the first step (a run and its resumption
+under the same conditions compute alike) by timing a *probe* (a forward pass
+of a fixed batch, without gradients, which leaves the training state alone)
+with all threads and with one; it checks again every :obj:`check_every`
+steps and whenever a step takes far longer than the recent ones.  It moves
+to one thread only when that is at least :obj:`margin` times faster, which
+does not happen on an idle machine with a workload worth several threads,
+so there the computation (and every bit of its result) is the same as
+without the guard.
 """
 import statistics
 import time
@@ -55,10 +58,14 @@ class ThreadGuard:
         self.current = self.initial
         self.recent = deque(maxlen=20)
         self.steps = 0
-        self.next_check = 3
+        self.next_check = check_every
         self.interval = check_every
 
     def __enter__(self) -> 'ThreadGuard':
+        if self.enabled:
+            with torch.no_grad():
+                self.probe()  # warm-up
+            self.decide()
         return self
 
     def __exit__(self, *exc):
