@@ -8,7 +8,7 @@ processes, alone and while one competing CPU-bound process runs (a NumPy
 configurations: PyTorch's defaults (every core, GNU OpenMP's spin count of
 300000), GOMP_SPINCOUNT=1000 (threads sleep soon when they wait), one
 thread, and the defaults with the library's ThreadGuard (what fit() does:
-one thread when a probe batch shows it at least twice as fast).  A run that
+one thread when a probe step shows it at least 1.5 times as fast).  A run that
 does not finish its batches within --cap seconds is reported as at least
 that slow.  Writes
 benchmarks/results/shared_machine.{json,md}.
@@ -44,9 +44,10 @@ batches = torch.randperm(
     h.numel(), generator=torch.Generator().manual_seed(0)).split(128)
 from pyg_degreembed.threads import ThreadGuard
 first = batches[0]
-guard = ThreadGuard(lambda: model.score(graph, h[first], q[first],
-                                        t[first]),
-                    enabled=sys.argv[4] == 'guard')
+def probe():
+    model.score(graph, h[first], q[first], t[first]).sum().backward()
+    model.zero_grad(set_to_none=True)
+guard = ThreadGuard(probe, enabled=sys.argv[4] == 'guard')
 def step(i):
     start = time.perf_counter()
     loss = nll_loss(model.score(graph, h[i], q[i], t[i]))

@@ -66,9 +66,15 @@ def time_training(model, data, queries, args):
     generator = torch.Generator().manual_seed(0)
     batches = torch.randperm(head.numel(), generator=generator).split(128)
     first = batches[0]
-    # As in fit(): one thread while another process competes for the cores.
-    guard = ThreadGuard(lambda: model.score(data, head[first],
-                                            relation[first], tail[first]))
+
+    # As in fit(): one thread while another process competes for the cores,
+    # decided on a probe (a training step without the update).
+    def probe():
+        model.score(data, head[first], relation[first],
+                    tail[first]).sum().backward()
+        model.zero_grad(set_to_none=True)
+
+    guard = ThreadGuard(probe)
 
     def step(index):
         start = time.perf_counter()

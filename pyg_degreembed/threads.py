@@ -11,11 +11,11 @@ slower (0.13 s), so the thread count has to follow the load.
 
 The thread count changes the last bits of PyTorch's results, so
 :class:`ThreadGuard` decides before the first step (a run and its resumption
-under the same conditions compute alike) by timing a *probe* (a forward pass
-of a fixed batch, without gradients, which leaves the training state alone)
-with all threads and with one; it checks again every :obj:`check_every`
-steps and whenever a step takes far longer than the recent ones.  It moves
-to one thread only when that is at least :obj:`margin` times faster, which
+under the same conditions compute alike) by timing a *probe* (the forward
+and backward pass of a fixed batch, gradients then cleared: the training
+state is left alone) with all threads and with one; it checks again every
+:obj:`check_every` steps and whenever a step takes far longer than the
+recent ones.  It moves to one thread only when that is at least :obj:`margin` times faster, which
 does not happen on an idle machine with a workload worth several threads,
 so there the computation (and every bit of its result) is the same as
 without the guard.
@@ -34,7 +34,8 @@ class ThreadGuard:
 
     Args:
         probe (callable): A short computation whose time tells the speed of
-            a setting (it must not change any state).
+            a setting, e.g. the forward and backward pass of a fixed batch
+            (it must not change the training state).
         enabled (bool, optional): :obj:`False` leaves the threads alone.
             (default: :obj:`True`)
         check_every (int, optional): Steps between two probes.
@@ -43,12 +44,12 @@ class ThreadGuard:
             the median of the recent ones triggers a probe. (default:
             :obj:`4.0`)
         margin (float, optional): How many times faster one thread must be
-            to be chosen. (default: :obj:`2.0`)
+            to be chosen. (default: :obj:`1.5`)
         log (callable, optional): Receives a line when the count changes.
     """
     def __init__(self, probe: Callable[[], Any], enabled: bool = True,
                  check_every: int = 100, slow_factor: float = 4.0,
-                 margin: float = 2.0,
+                 margin: float = 1.5,
                  log: Optional[Callable[[str], None]] = None):
         self.probe, self.log = probe, log
         self.check_every, self.slow_factor = check_every, slow_factor
@@ -63,8 +64,7 @@ class ThreadGuard:
 
     def __enter__(self) -> 'ThreadGuard':
         if self.enabled:
-            with torch.no_grad():
-                self.probe()  # warm-up
+            self.probe()  # warm-up
             self.decide()
         return self
 
@@ -92,8 +92,7 @@ class ThreadGuard:
     def _time(self, threads: int) -> float:
         torch.set_num_threads(threads)
         start = time.perf_counter()
-        with torch.no_grad():
-            self.probe()
+        self.probe()
         return time.perf_counter() - start
 
     def decide(self):
