@@ -15,10 +15,10 @@ under the same conditions compute alike) by timing a *probe* (the forward
 and backward pass of a fixed batch, gradients then cleared: the training
 state is left alone) with all threads and with one; it checks again every
 :obj:`check_every` steps and whenever a step takes far longer than the
-recent ones.  It moves to one thread only when that is at least :obj:`margin` times faster, which
-does not happen on an idle machine with a workload worth several threads,
-so there the computation (and every bit of its result) is the same as
-without the guard.
+recent ones.  It moves to one thread only when that is at least
+:obj:`margin` times faster, which does not happen on an idle machine with a
+workload worth several threads, so there the computation (and every bit of
+its result) is the same as without the guard.
 """
 import statistics
 import time
