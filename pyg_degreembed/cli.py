@@ -48,6 +48,15 @@ class CLIError(Exception):
     r"""A user error reported as one line."""
 
 
+class _Parser(argparse.ArgumentParser):
+    r"""Reports a bad command line as one line :obj:`error: ...` (exit 2),
+    like every other failure, instead of argparse's usage block."""
+    def error(self, message: str):
+        print(f'error: {self.prog}: {message} (see {self.prog} --help)',
+              file=sys.stderr)
+        sys.exit(2)
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -65,7 +74,7 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog='pyg-degreembed',
         description='Learn logic rules on knowledge graphs (DegreEmbed, '
         'DRUM, Neural LP), predict links and explain them.')

@@ -186,6 +186,18 @@ def test_bad_options_of_checkpoint_commands(small_checkpoint, capsys, argv,
                    argv[1:], message)
 
 
+@pytest.mark.parametrize('argv', [['train', '--epochs', 'abc'],
+                                  ['nosuchcommand'], ['rules'],
+                                  ['train', '--model', 'transe']])
+def test_bad_command_lines_are_one_line_errors(capsys, argv):
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    err = capsys.readouterr().err
+    assert info.value.code == 2
+    assert err.startswith('error: pyg-degreembed') and \
+        len(err.strip().splitlines()) == 1, err
+
+
 def test_saturation_steps_zero(capsys):
     one_line_error(capsys, ['saturation', '--steps', '0'],
                    "'num_steps' must be at least 1")
