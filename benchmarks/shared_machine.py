@@ -42,12 +42,10 @@ h, q, t = both_directions(split_triples(data, 'train'), data.num_relations)
 opt = torch.optim.Adam(model.parameters(), 1e-3)
 batches = torch.randperm(
     h.numel(), generator=torch.Generator().manual_seed(0)).split(128)
-from pyg_degreembed.threads import ThreadGuard
+from pyg_degreembed.threads import ThreadGuard, training_probe
 first = batches[0]
-def probe():
-    model.score(graph, h[first], q[first], t[first]).sum().backward()
-    model.zero_grad(set_to_none=True)
-guard = ThreadGuard(probe, enabled=sys.argv[4] == 'guard')
+guard = ThreadGuard(training_probe(model, graph, h[first], q[first],
+                                   t[first]), enabled=sys.argv[4] == 'guard')
 def step(i):
     start = time.perf_counter()
     loss = nll_loss(model.score(graph, h[i], q[i], t[i]))

@@ -52,7 +52,7 @@ from pyg_degreembed import (DegreEmbedReasoner, RuleReasoner, Signals,
 from pyg_degreembed.datasets import BUNDLED
 from pyg_degreembed.evaluation import both_directions
 from pyg_degreembed.kg import split_triples
-from pyg_degreembed.threads import ThreadGuard
+from pyg_degreembed.threads import ThreadGuard, training_probe
 from pyg_degreembed.typed_graph import SourceWeights
 from pyg_degreembed.training import nll_loss
 
@@ -67,14 +67,9 @@ def time_training(model, data, queries, args):
     batches = torch.randperm(head.numel(), generator=generator).split(128)
     first = batches[0]
 
-    # As in fit(): one thread while another process competes for the cores,
-    # decided on a probe (a training step without the update).
-    def probe():
-        model.score(data, head[first], relation[first],
-                    tail[first]).sum().backward()
-        model.zero_grad(set_to_none=True)
-
-    guard = ThreadGuard(probe)
+    # As in fit(): one thread while another process competes for the cores.
+    guard = ThreadGuard(training_probe(model, data, head[first],
+                                       relation[first], tail[first]))
 
     def step(index):
         start = time.perf_counter()

@@ -186,7 +186,13 @@ def compute_ranks(model: Module, data: Any,
             :class:`~pyg_degreembed.progress.Progress`).
             (default: :obj:`False`)
     """
-    kg = as_kg(data)
+    return _ranks(model, data, as_kg(data), triples, true_answers,
+                  batch_size, progress)
+
+
+def _ranks(model, data, kg, triples, true_answers, batch_size, progress):
+    # compute_ranks with the KG already read (the graph is looked up from
+    # `data`, whose tensors key the cache).
     parameter = next(model.parameters(), None)
     graph = resolve_graph(data, num_relations=kg.num_relations,
                           device=None if parameter is None else
@@ -275,8 +281,8 @@ def evaluate(model: Module, data: Any, split: Union[str, Tensor] = 'test',
     by the KG's :obj:`relation_names` (see :func:`compute_ranks` and
     :meth:`Ranks.metrics`)."""
     kg = as_kg(data)
-    return compute_ranks(model, data, split, batch_size=batch_size).metrics(
-        tie, list(kg.relation_names))
+    return _ranks(model, data, kg, split, None, batch_size,
+                  False).metrics(tie, list(kg.relation_names))
 
 
 __all__ = ['TrueAnswers', 'filtered_ranks', 'rank_metrics', 'compute_ranks',

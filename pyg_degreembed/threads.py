@@ -113,3 +113,14 @@ class ThreadGuard:
                          f'{1e3 * full:.0f} ms with {self.initial} threads, '
                          f'{1e3 * one:.0f} ms with one: {why})')
             self.current = choice
+
+
+def training_probe(model, graph, head, relation, tail) -> Callable[[], None]:
+    r"""A probe for :class:`ThreadGuard`: the forward and backward pass of
+    the training queries :obj:`(head, relation, tail)` (scored as in
+    training, own edge left out), gradients then cleared, so that it costs
+    what a training step costs and changes nothing."""
+    def probe():
+        model.score(graph, head, relation, tail).sum().backward()
+        model.zero_grad(set_to_none=True)
+    return probe

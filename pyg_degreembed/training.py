@@ -19,7 +19,7 @@ from .evaluation import TrueAnswers, both_directions, rank_queries
 from .files import check_writable, exclusive
 from .kg import all_triples, split_triples
 from .progress import Progress, log_line
-from .threads import ThreadGuard
+from .threads import ThreadGuard, training_probe
 from .version import __version__
 
 LOSSES = ('nll', 'bce')
@@ -191,17 +191,13 @@ def fit(
     if run.kg.train_edge_type.numel() == 0:
         raise ValueError('The KG has no training triples')
     broadcast_parameters(model)
-    head, relation, tail = (q[:batch_size] for q in run.queries)
-
-    def probe():  # a training step without the update
-        model.score(run.graph, head, relation, tail).sum().backward()
-        model.zero_grad(set_to_none=True)
-
-    guard = ThreadGuard(probe, enabled=adapt_threads and device.type == 'cpu',
-                        log=log if run.is_main else None)
+    run.guard = ThreadGuard(
+        training_probe(model, run.graph,
+                       *(q[:batch_size] for q in run.queries)),
+        enabled=adapt_threads and device.type == 'cpu',
+        log=log if run.is_main else None)
     with exclusive(checkpoint) if checkpoint is not None and run.is_main \
-            else nullcontext(), guard:
-        run.guard = guard
+            else nullcontext(), run.guard:
         return _fit_epochs(run, model, device, epochs, batch_size,
                            clip_norm, loss, patience, eval_batch_size,
                            progress, progress_interval, log, checkpoint,
@@ -281,7 +277,7 @@ class _Run:
         self.is_main = self.process == 0
         self.result = FitResult()
         self.best_state = _copy_state(model)
-        self.guard = ThreadGuard(lambda: None, enabled=False)
+        self.guard: Optional[ThreadGuard] = None  # set by fit()
 
     def train_epoch(self, epoch: int, batch_size: int, clip_norm, loss: str,
                     reporter, callback) -> Tuple[float, float]:
