@@ -17,8 +17,11 @@ from pyg_degreembed.datasets import BUNDLED, load_dataset
 from pyg_degreembed.evaluation import TIE_POLICIES
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'results')
-SHARED = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..',
-                      'shared', 'datasets')
+#: The benchmark datasets: $PYG_DEGREEMBED_DATASETS, else ../shared/datasets
+#: beside the checkout.
+SHARED = os.environ.get('PYG_DEGREEMBED_DATASETS') or os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), '..', '..', 'shared',
+    'datasets')
 
 
 def machine() -> dict:

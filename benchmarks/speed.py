@@ -3,6 +3,13 @@ the propagation kernel alone.
 
     python benchmarks/speed.py                      # every dataset found
     python benchmarks/speed.py --datasets family fb15k-237 --batches 30
+    python benchmarks/speed.py --device cuda        # on a GPU
+
+On a device other than the CPU (--device cuda), the epoch, the evaluation
+and the kernel are timed with the device synchronised, peak GPU memory is
+reported instead of the allocator and competing-process columns (they are
+about CPU threads and the CPU heap), and the results go to
+speed_<device>.json / .md (e.g. speed_cuda.md), apart from the CPU table.
 
 For each dataset and model (DegreEmbed, DRUM; the paper's settings: L = 2,
 T = 3, 128-d, batch 128, both query directions, nll loss, Adam, clipping):
@@ -60,16 +67,39 @@ MODELS = (('DegreEmbed', DegreEmbedReasoner), ('DRUM', RuleReasoner))
 DATASETS = list(BUNDLED) + ['wn18', 'fb15k-237']
 
 
+def synchronize(device: torch.device):
+    r"""Waits for the device's queued work (the timers read the host)."""
+    if device.type == 'cuda':
+        torch.cuda.synchronize(device)
+
+
+class NoGuard:
+    r"""Stands in for the thread guard off the CPU."""
+    current = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def step(self, seconds):
+        pass
+
+
 def time_training(model, data, queries, args):
     head, relation, tail = queries
+    device = head.device
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
     generator = torch.Generator().manual_seed(0)
-    batches = torch.randperm(head.numel(), generator=generator).split(128)
+    batches = [b.to(device) for b in torch.randperm(
+        head.numel(), generator=generator).split(128)]
     first = batches[0]
 
     # As in fit(): one thread while another process competes for the cores.
     guard = ThreadGuard(training_probe(model, data, head[first],
-                                       relation[first], tail[first]))
+                                       relation[first], tail[first])) \
+        if device.type == 'cpu' else NoGuard()
 
     def step(index):
         start = time.perf_counter()
@@ -79,6 +109,7 @@ def time_training(model, data, queries, args):
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
         optimizer.step()
+        synchronize(device)
         guard.step(time.perf_counter() - start)
 
     warm_up = 3  # the first steps also grow the heap
@@ -86,6 +117,7 @@ def time_training(model, data, queries, args):
         for index in batches[:warm_up]:
             step(index)
         if len(batches) <= args.full_epoch_batches:
+            synchronize(device)
             start = time.perf_counter()
             for index in batches:
                 step(index)
@@ -124,7 +156,7 @@ def time_training_with_competitor(cls, data, queries, args):
 def time_evaluation(model, data):
     test = split_triples(data, 'test')
     start = time.perf_counter()
-    compute_ranks(model, data, 'test', batch_size=256)
+    compute_ranks(model, data, 'test', batch_size=256)  # ranks on the host
     seconds = time.perf_counter() - start
     return {'test_queries': 2 * test.size(1), 'test_seconds': seconds,
             'queries_per_second': 2 * test.size(1) / seconds}
@@ -143,17 +175,19 @@ def time_kernel(model, data, queries, repeats=5):
     out = {}
     for mode in ('sparse', 'dense'):
         x = Signals.one_hot(head.repeat_interleave(T),
-                            torch.ones(head.numel() * T))
+                            torch.ones(head.numel() * T, device=head.device))
         for hop in range(a.size(0)):
             weight = a[hop].clone().requires_grad_()
             edge_rho = None if rho is None else SourceWeights(
                 rho.table.clone().requires_grad_(), rho.index)
             times = []
             for _ in range(repeats):
+                synchronize(head.device)
                 start = time.perf_counter()
                 y = graph.propagate(x, weight[:K], edge_rho, weight[K],
                                     mode=mode)
                 y.value.sum().backward()
+                synchronize(head.device)
                 times.append(time.perf_counter() - start)
             out[f'{mode}_hop{hop + 1}_seconds'] = statistics.median(times)
             out[f'hop{hop + 1}_entries'] = int(y.value.numel())
@@ -162,25 +196,57 @@ def time_kernel(model, data, queries, repeats=5):
 
 
 def worker(dataset, args, training_only=False):
+    device = torch.device(args.device)
     data = load_benchmark(dataset)
-    queries = both_directions(split_triples(data, 'train'),
-                              data.num_relations)
+    queries = tuple(q.to(device) for q in both_directions(
+        split_triples(data, 'train'), data.num_relations))
     result = {'dataset': dataset, 'num_nodes': data.num_nodes,
               'num_edges': int(data.edge_index.size(1)),
-              'train_queries': int(queries[0].numel()), 'models': {}}
+              'train_queries': int(queries[0].numel()), 'models': {},
+              'device': str(device)}
+    if device.type == 'cuda':
+        result['gpu'] = torch.cuda.get_device_name(device)
     for label, cls in MODELS:
         seed_everything(0)
-        model = cls(data.num_relations, num_steps=2, rank=3)
+        model = cls(data.num_relations, num_steps=2, rank=3).to(device)
+        if device.type == 'cuda':
+            torch.cuda.reset_peak_memory_stats(device)
         entry = time_training(model, data, queries, args)
         if not training_only:
             entry.update(time_evaluation(model, data))
             entry['kernel'] = time_kernel(model, data, queries)
-            entry['competing'] = time_training_with_competitor(
-                cls, data, queries, args)
+            if device.type == 'cpu':
+                entry['competing'] = time_training_with_competitor(
+                    cls, data, queries, args)
+        if device.type == 'cuda':
+            entry['gpu_peak_memory_gb'] = \
+                torch.cuda.max_memory_allocated(device) / 1e9
         result['models'][label] = entry
     result['peak_rss_gb'] = resource.getrusage(
         resource.RUSAGE_SELF).ru_maxrss / 1e6
     return result
+
+
+def device_table(results):
+    r"""The table of a run on a GPU: epoch, evaluation, kernel, memory."""
+    lines = ['| KG | model | epoch | test evaluation | queries/s | '
+             'hop 1 / hop 2, frontier (fwd+bwd) | hop 1 / hop 2, dense | '
+             'peak GPU memory |', '|---' * 8 + '|']
+    for dataset, runs in results.items():
+        run = runs['retain']
+        for label, m in run['models'].items():
+            k = m['kernel']
+            ext = ' (extrapolated)' if m['extrapolated'] else ''
+            lines.append(
+                f"| {dataset} | {label} | {m['epoch_seconds']:.1f} s{ext} | "
+                f"{m['test_seconds']:.1f} s ({m['test_queries']} queries) | "
+                f"{m['queries_per_second']:.0f} | "
+                f"{1e3 * k['sparse_hop1_seconds']:.1f} / "
+                f"{1e3 * k['sparse_hop2_seconds']:.1f} ms | "
+                f"{1e3 * k['dense_hop1_seconds']:.1f} / "
+                f"{1e3 * k['dense_hop2_seconds']:.1f} ms | "
+                f"{m['gpu_peak_memory_gb']:.2f} GB |")
+    return '\n'.join(lines)
 
 
 def table(results):
@@ -228,6 +294,8 @@ def main():
     parser.add_argument('--batches', type=int, default=60,
                         help='batches timed where an epoch is not run whole')
     parser.add_argument('--full-epoch-batches', type=int, default=600)
+    parser.add_argument('--device', default='cpu',
+                        help='cpu, cuda, cuda:1, ...')
     parser.add_argument('--worker', help=argparse.SUPPRESS)
     parser.add_argument('--allocator', choices=['retain', 'default'],
                         default='retain', help=argparse.SUPPRESS)
@@ -238,8 +306,12 @@ def main():
         print(json.dumps(worker(args.worker, args,
                                 training_only=args.allocator == 'default')))
         return
+    device = torch.device(args.device)
+    name = 'speed' if device.type == 'cpu' else f'speed_{device.type}'
+    allocators = ('retain', 'default') if device.type == 'cpu' else \
+        ('retain', )
     # Datasets not measured this time keep their last results.
-    path = os.path.join(RESULTS, 'speed.json')
+    path = os.path.join(RESULTS, f'{name}.json')
     results = json.load(open(path))['results'] if os.path.exists(path) \
         else {}
     for dataset in args.datasets:
@@ -248,12 +320,16 @@ def main():
             print(f'{dataset}: skipped, no folder at {SHARED}')
             continue
         results[dataset] = {'machine': machine()}
-        for allocator in ('retain', 'default'):
+        for allocator in allocators:
             out = subprocess.run(
                 [sys.executable, __file__, '--worker', dataset,
                  '--allocator', allocator, '--batches', str(args.batches),
-                 '--full-epoch-batches', str(args.full_epoch_batches)],
-                capture_output=True, text=True, check=True)
+                 '--full-epoch-batches', str(args.full_epoch_batches),
+                 '--device', args.device],
+                capture_output=True, text=True)
+            if out.returncode:
+                raise SystemExit(f'{dataset}: the worker failed:\n'
+                                 f'{out.stderr}')
             results[dataset][allocator] = json.loads(
                 out.stdout.strip().splitlines()[-1])
             print(f'{dataset} ({allocator} allocator): ' + ', '.join(
@@ -261,6 +337,19 @@ def main():
                 results[dataset][allocator]['models'].items()), flush=True)
     accelerators = {name: importlib.util.find_spec(name) is not None
                     for name in ('torch_scatter', 'torch_sparse')}
+    if device.type != 'cpu':
+        text = device_table(results)
+        write_json(f'{name}.json', {'machine': machine(), 'results': results})
+        gpu = next(iter(results.values()))['retain'].get('gpu', args.device)
+        note = (f'Measured by `python benchmarks/speed.py --device '
+                f'{args.device}` on {gpu} (host: {machine()["cpu"]}), torch '
+                f'{torch.__version__} (`benchmarks/results/{name}.json`).')
+        with open(os.path.join(RESULTS, f'{name}.md'), 'w') as f:
+            f.write(f'<!-- generated by benchmarks/speed.py -->\n{text}\n\n'
+                    f'{note}\n')
+        update_readme(name.replace('_', '-'), f'{text}\n\n{note}')
+        print(text)
+        return
     text = table(results)
     write_json('speed.json', {'machine': machine(),
                               'accelerators_installed': accelerators,

@@ -1,7 +1,8 @@
 r"""pyg_degreembed: interpretable rule learning on knowledge graphs with
 PyTorch Geometric (DegreEmbed, DRUM, Neural LP)."""
 from .checkpoint import load_model
-from .convert import as_kg, from_edge_index, from_hetero_data, to_hetero_data
+from .convert import (align_relations, as_kg, from_edge_index,
+                      from_hetero_data, to_hetero_data)
 from .datasets import KGBenchmark, bundled_path
 from .evaluation import (Ranks, TrueAnswers, compute_ranks, evaluate,
                          filtered_ranks)
@@ -21,6 +22,7 @@ __all__ = [
     'DegreeEmbedding', 'RuleReasoner', 'DegreEmbedReasoner', 'TypedGraph',
     'Signals', 'SourceWeights', 'DegreeSets', 'degree_sets', 'load_neural_lp',
     'KGFormatError', 'KGBenchmark', 'bundled_path', 'as_kg',
+    'align_relations',
     'from_edge_index', 'from_hetero_data', 'to_hetero_data',
     'resolve_graph', 'TrueAnswers', 'Ranks', 'filtered_ranks',
     'compute_ranks', 'evaluate', 'explain', 'predict', 'Prediction', 'fit',

@@ -178,42 +178,55 @@ def model_from_checkpoint(payload: Dict[str, Any], best: bool = True):
 
 def load_model(path: str, dataset: Optional[str] = None,
                device: Union[str, torch.device] = 'cpu',
-               other_kg: bool = False):
-    r"""Loads a trained model and its KG from a checkpoint (of
+               graph: Optional[str] = None):
+    r"""Loads a trained model and a KG to reason on from a checkpoint (of
     :func:`~pyg_degreembed.fit` or :obj:`pyg-degreembed train`), to carry
     on in Python.
 
     Args:
         path (str): The checkpoint file.
-        dataset (str, optional): The KG (a bundled name, a folder or a
-            triples file; see :func:`~pyg_degreembed.datasets.load_dataset`).
-            (default: the one recorded in the checkpoint)
+        dataset (str, optional): The training KG (a bundled name, a folder
+            or a triples file; see
+            :func:`~pyg_degreembed.datasets.load_dataset`), where it is not
+            the path recorded in the checkpoint; it must hold the same
+            triples in the same splits. (default: the recorded one)
         device (torch.device, optional): Where to put the model.
             (default: :obj:`"cpu"`)
-        other_kg (bool, optional): Accept a KG other than the training one
-            (same relations), see :func:`check_kg`. (default: :obj:`False`)
+        graph (str, optional): Another KG to reason on instead (new
+            entities, other triples: the inductive setting), given like
+            :obj:`dataset`; its relations must be ones the model knows and
+            are renumbered to the model's ids by name
+            (:func:`~pyg_degreembed.convert.align_relations`).
+            (default: :obj:`None`)
 
     :rtype: (:class:`~pyg_degreembed.RuleReasoner` with the best weights,
         in eval mode, :class:`~torch_geometric.data.Data`)
     """
+    from .convert import align_relations
     from .datasets import load_dataset
     payload = load_checkpoint(path)
-    source = dataset or payload['kg'].get('source')
-    if source is None:
-        raise CheckpointError(f'{path} does not record its dataset; pass '
-                              'the dataset')
-    data = load_dataset(source)
-    check_kg(payload, data, path, other_kg)
+    if graph is not None:
+        if dataset is not None:
+            raise CheckpointError('give the training KG (dataset) or '
+                                  'another graph to reason on (graph), not '
+                                  'both')
+        data = align_relations(load_dataset(graph),
+                               payload['kg']['relation_names'])
+    else:
+        source = dataset or payload['kg'].get('source')
+        if source is None:
+            raise CheckpointError(f'{path} does not record its dataset; '
+                                  'pass the dataset')
+        data = load_dataset(source)
+        check_kg(payload, data, path)
     model = model_from_checkpoint(payload).to(torch.device(device))
     model.eval()
     return model, data
 
 
-def check_kg(payload: Dict[str, Any], data, path: str = 'checkpoint',
-             other_kg: bool = False):
-    r"""Refuses a KG whose relations differ from the checkpoint's, and,
-    unless :obj:`other_kg`, a KG that is not the one it was trained on (its
-    :func:`kg_fingerprint`: other triples or another split)."""
+def check_kg(payload: Dict[str, Any], data, path: str = 'checkpoint'):
+    r"""Refuses a KG that is not the one the checkpoint was trained on: other
+    relations, or other triples or splits (its :func:`kg_fingerprint`)."""
     kg = payload['kg']
     if kg['num_relations'] != data.num_relations:
         raise CheckpointError(
@@ -224,11 +237,10 @@ def check_kg(payload: Dict[str, Any], data, path: str = 'checkpoint',
             f'{path} was trained on a KG with other relation names '
             f"({', '.join(kg['relation_names'][:3])}, ...)")
     fingerprint = kg.get('fingerprint')
-    if not other_kg and fingerprint is not None and \
-            fingerprint != kg_fingerprint(data):
+    if fingerprint is not None and fingerprint != kg_fingerprint(data):
         raise CheckpointError(
             f'{path} was trained on another KG with these relations: its '
             'triples or their split into facts/train/valid/test differ (a '
             'changed or re-split file); metrics would mix training and '
-            'test triples. Use the original data, or allow it explicitly '
-            '(--other-kg, other_kg=True)')
+            'test triples. Use the original data, or reason on it as '
+            'another graph (--graph, graph=)')

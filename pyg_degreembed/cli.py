@@ -4,6 +4,8 @@ r"""The :obj:`pyg-degreembed` command line.
 
     pyg-degreembed train --dataset family --checkpoint runs/family.pt
     pyg-degreembed evaluate --checkpoint runs/family.pt
+    pyg-degreembed evaluate --checkpoint runs/fb237_v1.pt \
+        --graph fb237_v1_ind
     pyg-degreembed predict --checkpoint runs/family.pt --head 1 \
         --relation brother
     pyg-degreembed rules --checkpoint runs/family.pt --relation aunt
@@ -27,7 +29,7 @@ from .checkpoint import CheckpointError, load_model, save_json
 from .files import check_writable
 from .datasets import load_dataset
 from .distributed import init_from_env, world
-from .evaluation import TIE_POLICIES, compute_ranks
+from .evaluation import SAMPLED, TIE_POLICIES, compute_ranks
 from .explain import explain
 from .io import KGFormatError
 from .kg import relation_name
@@ -226,13 +228,17 @@ def _defaults(function) -> dict:
 def _checkpoint_args(p):
     p.add_argument('--checkpoint', required=True,
                    help='a checkpoint written by train')
-    p.add_argument('--dataset', default=None,
-                   help='the KG (None: the one the model was trained on)')
+    where = p.add_mutually_exclusive_group()
+    where.add_argument('--dataset', default=None,
+                       help='the training KG, if it moved (None: the one '
+                       'recorded in the checkpoint; a changed or re-split '
+                       'KG is refused)')
+    where.add_argument('--graph', default=None,
+                       help='reason on another KG instead (new entities, '
+                       'a new graph): a folder or triples file whose '
+                       'relations the model knows, matched by name; its '
+                       'facts+train triples are the graph')
     p.add_argument('--device', default='cpu', help='cpu, cuda, cuda:1, ...')
-    p.add_argument('--other-kg', action='store_true',
-                   help='accept a KG other than the training one (same '
-                   'relations; by default a changed or re-split KG is '
-                   'refused)')
 
 
 def cmd_train(args):
@@ -388,8 +394,8 @@ def cmd_plot(args):
 
 
 def _load(args):
-    return load_model(args.checkpoint, args.dataset,
-                      _device(args.device), args.other_kg)
+    return load_model(args.checkpoint, args.dataset, _device(args.device),
+                      graph=args.graph)
 
 
 def _device(name: str) -> torch.device:
@@ -440,10 +446,13 @@ def _report(model, data, split, json_path, quiet=False, progress=True):
         return
     print(f'\nfiltered {split} metrics ({ranks.relation.numel()} queries, '
           'both directions)')
-    print(f"{'ties':<12}{'MRR':>8}{'MR':>9}{'H@1':>8}{'H@3':>8}{'H@10':>8}")
+    print(f"{'ties':<12}{'MRR':>8}{'MR':>9}{'H@1':>8}{'H@3':>8}{'H@10':>8}"
+          f"{'H@10(50)':>10}")
     for tie, m in metrics.items():
         print(f"{tie:<12}{m['mrr']:8.4f}{m['mr']:9.2f}{m['hits@1']:8.4f}"
-              f"{m['hits@3']:8.4f}{m['hits@10']:8.4f}")
+              f"{m['hits@3']:8.4f}{m['hits@10']:8.4f}{m[SAMPLED]:10.4f}")
+    print('H@10(50): expected Hits@10 among the answer and 49 random '
+          'non-answers (GraIL)')
     if json_path:
         save_json(json_path, {'split': split, 'metrics': metrics})
         print(f'metrics: {json_path}')

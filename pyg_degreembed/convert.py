@@ -296,3 +296,55 @@ def _dataset_names(dataset: Dataset) -> Dict[str, List[str]]:
             if sorted(ids) == list(range(len(ids))):
                 names[kind] = [ids[i] for i in range(len(ids))]
     return names
+
+
+def align_relations(kg: Any, relation_names: Sequence[str]) -> Data:
+    r"""Returns a KG with its relations renumbered to the ids of
+    :obj:`relation_names`, matched by name: a model trained on one KG
+    reasons on another (new entities, new graph) whose relations it knows,
+    whatever their order, and relations the model knows that the KG lacks
+    simply have no edges.  Entities, splits and the source are kept.
+
+    .. code-block:: python
+
+        model = DegreEmbedReasoner(train_kg.num_relations)
+        fit(model, train_kg)
+        new_kg = align_relations(load_dataset('fb237_v1_ind'),
+                                 train_kg.relation_names)
+        evaluate(model, new_kg)
+
+    Args:
+        kg: The KG to reason on, in any layout :func:`as_kg` reads.
+        relation_names (Sequence[str]): The model's relations, in the order
+            of their ids (the training KG's :obj:`relation_names`).
+
+    Raises:
+        ValueError: If the KG has a relation not in :obj:`relation_names`
+            (named in the message).
+    """
+    kg = as_kg(kg)
+    relation_names = list(relation_names)
+    ids = {name: i for i, name in enumerate(relation_names)}
+    if len(ids) != len(relation_names):
+        raise ValueError('The relation names to align to are not unique')
+    unknown = [name for name in kg.relation_names if name not in ids]
+    if unknown:
+        where = f" of {kg.source}" if 'source' in kg else ''
+        more = f' (and {len(unknown) - 1} more)' if len(unknown) > 1 else ''
+        raise ValueError(
+            f'relation {unknown[0]!r}{where} is not one the model knows'
+            f'{more}; the model was trained on {len(relation_names)} '
+            f"relations ({', '.join(relation_names[:3])}"
+            f"{', ...' if len(relation_names) > 3 else ''})")
+    new_id = torch.tensor([ids[name] for name in kg.relation_names],
+                          dtype=torch.long)
+    splits = {}
+    for split in SPLITS:
+        triples = split_triples(kg, split).clone()
+        triples[1] = new_id[triples[1]]
+        splits[split] = triples
+    out = kg_data(kg.num_nodes, len(relation_names), splits,
+                  kg.entity_names, relation_names)
+    if 'source' in kg:
+        out.source = kg.source
+    return out

@@ -10,7 +10,14 @@ and the filtered candidates (every other known true answer removed):
   order of the tied entities (the default).
 
 The DegreEmbed paper reports optimistic ranks.
+
+Besides MRR and Hits@k over all entities, :meth:`Ranks.metrics` reports
+GraIL's inductive protocol, Hits@10 among 50 candidates (the true answer and
+49 non-answers drawn at random), as its *expected* value, computed in closed
+form from each query's counts of better, tied and all non-answers
+(:func:`sampled_hits`), so it carries no sampling noise.
 """
+import math
 from typing import (Any, Callable, Dict, List, NamedTuple, Optional,
                     Sequence, Union)
 
@@ -28,6 +35,8 @@ from .typed_graph import TypedGraph
 
 TIE_POLICIES = ('optimistic', 'pessimistic', 'realistic')
 HITS_AT = (1, 3, 10)
+#: The key of GraIL's Hits@10 among 50 candidates in :meth:`Ranks.metrics`.
+SAMPLED = 'hits@10(50)'
 
 
 def both_directions(triples: Tensor, num_relations: int):
@@ -94,7 +103,8 @@ def filtered_ranks(scores: Tensor, target: Tensor,
             itself may be among them). (default: :obj:`None`)
 
     :rtype: :obj:`Dict[str, torch.Tensor]` of float ranks :obj:`[B]` per tie
-        policy.
+        policy, and under :obj:`"candidates"` the number of candidates
+        (entities other than the target and the known answers).
     """
     if torch.isnan(scores).any():
         raise ValueError('The scores contain NaN; ranks would be arbitrary')
@@ -105,16 +115,17 @@ def filtered_ranks(scores: Tensor, target: Tensor,
     if true_pairs is not None:
         rows = torch.cat([rows, true_pairs[0]])
         target = torch.cat([target, true_pairs[1]])
-    scores = scores.index_put((rows, target),
-                              scores.new_tensor(float('-inf')))
-    better = (scores > target_score).sum(dim=1)
-    tied = (scores == target_score).sum(dim=1)
+    candidate = torch.ones_like(scores, dtype=torch.bool).index_put(
+        (rows, target), torch.tensor(False, device=scores.device))
+    better = ((scores > target_score) & candidate).sum(dim=1)
+    tied = ((scores == target_score) & candidate).sum(dim=1)
     optimistic = (1 + better).double()
     pessimistic = optimistic + tied
     return {
         'optimistic': optimistic,
         'pessimistic': pessimistic,
         'realistic': (optimistic + pessimistic) / 2,
+        'candidates': candidate.sum(dim=1),
     }
 
 
@@ -134,13 +145,75 @@ def rank_metrics(ranks: Tensor) -> Dict[str, float]:
     return out
 
 
+def sampled_hits(better: Tensor, tied: Tensor, candidates: Tensor,
+                 k: int = 10, num_negatives: int = 49,
+                 tie: str = 'realistic') -> Tensor:
+    r"""The expected Hits@k of each query when its answer is ranked among
+    itself and :obj:`num_negatives` non-answers drawn uniformly without
+    replacement (GraIL's protocol: Hits@10 among 50), in closed form.
+
+    Of the :math:`n` candidates, :math:`g` score above the answer, :math:`e`
+    the same, :math:`w = n - g - e` below; a draw of :math:`m = \min(49, n)`
+    holds :math:`b` better and :math:`c` tied ones with the multivariate
+    hypergeometric probability
+
+    .. math::
+        P(b, c) = \binom{g}{b} \binom{e}{c} \binom{w}{m - b - c} \Big/
+        \binom{n}{m},
+
+    and the answer is a hit if :math:`b \leq k - 1` (optimistic ties),
+    :math:`b + c \leq k - 1` (pessimistic), or, with the ties in random
+    order (realistic), with probability
+    :math:`\min(c + 1, \max(k - b, 0)) / (c + 1)`.
+
+    Args:
+        better (torch.Tensor): :math:`g` per query, shape :obj:`[Q]`.
+        tied (torch.Tensor): :math:`e` per query, shape :obj:`[Q]`.
+        candidates (torch.Tensor): :math:`n` per query, shape :obj:`[Q]`.
+        k (int, optional): The cut-off. (default: :obj:`10`)
+        num_negatives (int, optional): Non-answers drawn. (default:
+            :obj:`49`)
+        tie (str, optional): The tie policy. (default: :obj:`"realistic"`)
+
+    :rtype: :class:`torch.Tensor` of shape :obj:`[Q]` (float64)
+    """
+    if tie not in TIE_POLICIES:
+        raise ValueError(f"'tie' must be one of {TIE_POLICIES}, got {tie!r}")
+    g, e, n = (x.double().view(-1, 1, 1) for x in (better, tied, candidates))
+    w = n - g - e
+    m = torch.clamp(n, max=num_negatives)
+    b = torch.arange(k, dtype=torch.double).view(1, -1, 1)
+    c = torch.arange(num_negatives + 1, dtype=torch.double).view(1, 1, -1)
+    log_p = (_log_binomial(g, b) + _log_binomial(e, c) +
+             _log_binomial(w, m - b - c) - _log_binomial(n, m))
+    if tie == 'optimistic':
+        hit = torch.ones_like(b + c)
+    elif tie == 'pessimistic':
+        hit = (b + c <= k - 1).double()
+    else:
+        hit = torch.minimum(c + 1, k - b) / (c + 1)
+    return (log_p.exp() * hit).sum(dim=(1, 2))
+
+
+def _log_binomial(n: Tensor, k: Tensor) -> Tensor:
+    # log C(n, k), -inf outside 0 <= k <= n.
+    valid = (k >= 0) & (k <= n)
+    n, k = torch.broadcast_tensors(n, k)
+    k = torch.where(valid, k, torch.zeros_like(k))
+    value = (torch.lgamma(n + 1) - torch.lgamma(k + 1) -
+             torch.lgamma(n - k + 1))
+    return torch.where(valid, value, torch.full_like(value, -math.inf))
+
+
 class Ranks(NamedTuple):
     r"""Ranks of evaluated queries under each tie policy, with the original
     relation :math:`r \in [0, R)` and direction (:obj:`0` tail query,
-    :obj:`1` head query) of each query."""
+    :obj:`1` head query) of each query, and the number of candidates each
+    answer competed with (for :func:`sampled_hits`)."""
     ranks: Dict[str, Tensor]
     relation: Tensor
     direction: Tensor
+    candidates: Optional[Tensor] = None
 
     def metrics(self, tie: str = 'realistic',
                 relation_names: Optional[List[str]] = None) -> Dict:
@@ -150,12 +223,29 @@ class Ranks(NamedTuple):
             raise ValueError(f"'tie' must be one of {TIE_POLICIES}, "
                              f"got {tie!r}")
         ranks = self.ranks[tie]
-        out = rank_metrics(ranks)
+        sampled = None
+        if self.candidates is not None:
+            better = self.ranks['optimistic'] - 1
+            tied = self.ranks['pessimistic'] - self.ranks['optimistic']
+            sampled = torch.cat([
+                sampled_hits(better[i:i + 4096], tied[i:i + 4096],
+                             self.candidates[i:i + 4096], tie=tie)
+                for i in range(0, ranks.numel(), 4096)
+            ]) if ranks.numel() else torch.empty(0, dtype=torch.double)
+
+        def metrics(mask):
+            out = rank_metrics(ranks[mask])
+            if sampled is not None:
+                out[SAMPLED] = float(sampled[mask].mean()) \
+                    if sampled[mask].numel() else float('nan')
+            return out
+
+        out = metrics(torch.ones_like(self.relation, dtype=torch.bool))
         out['tie'] = tie
         per_relation = {}
         for r in torch.unique(self.relation).tolist():
             name = relation_names[r] if relation_names else str(r)
-            per_relation[name] = rank_metrics(ranks[self.relation == r])
+            per_relation[name] = metrics(self.relation == r)
         out['per_relation'] = per_relation
         return out
 
@@ -235,14 +325,16 @@ def rank_queries(model: Module, graph: TypedGraph, triples: Tensor,
         torch.distributed.all_gather_object(parts, local)
         # Each part holds [tail queries; head queries] of its triples.
         local = {
-            tie: torch.cat([
-                gather_strided([p[tie].view(2, -1)[d] for p in parts],
+            key: torch.cat([
+                gather_strided([p[key].view(2, -1)[d] for p in parts],
                                num_processes) for d in range(2)
-            ]) for tie in TIE_POLICIES
+            ]) for key in local
         }
     n = triples.size(1)
+    candidates = local.pop('candidates')
     return Ranks(local, relation=torch.cat([triples[1], triples[1]]).cpu(),
-                 direction=torch.cat([torch.zeros(n), torch.ones(n)]).long())
+                 direction=torch.cat([torch.zeros(n), torch.ones(n)]).long(),
+                 candidates=candidates)
 
 
 def _local_ranks(model, graph, triples, true_answers, batch_size,
@@ -254,7 +346,7 @@ def _local_ranks(model, graph, triples, true_answers, batch_size,
     true_answers = true_answers.to(device)
     was_training = model.training
     model.eval()
-    parts: Dict[str, List[Tensor]] = {tie: [] for tie in TIE_POLICIES}
+    parts: Dict[str, List[Tensor]] = {key: [] for key in KEYS}
     starts = range(0, head.numel(), batch_size)
     report = progress(len(starts)) if progress is not None else None
     for start in starts:
@@ -263,15 +355,20 @@ def _local_ranks(model, graph, triples, true_answers, batch_size,
         t = answer[start:start + batch_size]
         scores = model(graph, h, q)
         ranks = filtered_ranks(scores, t, true_answers.lookup(h, q))
-        for tie in TIE_POLICIES:
-            parts[tie].append(ranks[tie].cpu())
+        for key in KEYS:
+            parts[key].append(ranks[key].cpu())
         if report is not None:
             report.update(h.numel())
     if report is not None:
         report.close()
     model.train(was_training)
-    return {tie: torch.cat(v) if v else torch.empty(0, dtype=torch.double)
-            for tie, v in parts.items()}
+    return {key: torch.cat(v) if v else
+            torch.empty(0, dtype=torch.double if key in TIE_POLICIES
+                        else torch.long)
+            for key, v in parts.items()}
+
+
+KEYS = TIE_POLICIES + ('candidates', )
 
 
 def evaluate(model: Module, data: Any, split: Union[str, Tensor] = 'test',
@@ -286,4 +383,5 @@ def evaluate(model: Module, data: Any, split: Union[str, Tensor] = 'test',
 
 
 __all__ = ['TrueAnswers', 'filtered_ranks', 'rank_metrics', 'compute_ranks',
-           'rank_queries', 'evaluate', 'Ranks', 'both_directions']
+           'rank_queries', 'evaluate', 'Ranks', 'both_directions',
+           'sampled_hits']

@@ -6,8 +6,12 @@ single file of triples split at random (:func:`load_triples_file`).
 A folder holds :obj:`entities.txt` and :obj:`relations.txt` (one name per
 line; the line order gives the id) and :obj:`facts.txt`, :obj:`train.txt`,
 :obj:`valid.txt`, :obj:`test.txt` (one triple per line,
-:obj:`head<TAB>relation<TAB>tail`).  :obj:`facts.txt` may be absent (then the
-graph is the training triples alone).
+:obj:`head<TAB>relation<TAB>tail`).  :obj:`facts.txt` may be absent: then the
+graph is the training triples alone, and every training triple is both an
+edge and a training query (its own edge is left out while it is answered).
+:obj:`entities.txt` and :obj:`relations.txt` may be absent together (the
+three-file layout of WN18RR, FB15k-237 and the GraIL splits): then names get
+ids in order of first appearance in facts, train, valid, test.
 
 What is accepted, and what is rejected with a :class:`KGFormatError` naming
 the file and line:
@@ -19,7 +23,7 @@ the file and line:
   and PyKEEN's readers accept them).  A blank line before the last triple is
   rejected (it usually means a truncated or hand-edited file).
 * A triple line must have exactly three tab-separated, non-empty fields whose
-  names occur in :obj:`entities.txt`/:obj:`relations.txt`.
+  names occur in :obj:`entities.txt`/:obj:`relations.txt` (when given).
 * Names must be unique, must not contain tabs, and relation names must not
   start with :obj:`inv_` (reserved for inverse relations).
 * A triple may occur only once, in one split.
@@ -93,13 +97,7 @@ def read_names(path: str, kind: str) -> List[str]:
     for i, name in enumerate(names, start=1):
         if '\t' in name:
             raise KGFormatError(path, i, f'{kind} name contains a tab')
-        if name != name.strip():
-            raise KGFormatError(path, i, f'{kind} name {name!r} has leading '
-                                'or trailing spaces')
-        if kind == 'relation' and name.startswith('inv_'):
-            raise KGFormatError(
-                path, i, f"relation name {name!r} starts with 'inv_', which "
-                'is reserved for inverse relations')
+        check_name(path, i, name, kind)
         if name in seen:
             raise KGFormatError(
                 path, i, f'duplicate {kind} name {name!r} (first on line '
@@ -108,10 +106,25 @@ def read_names(path: str, kind: str) -> List[str]:
     return names
 
 
+def check_name(path: str, line: int, name: str, kind: str):
+    r"""Rejects an entity or relation name with leading or trailing spaces,
+    and a relation name starting with :obj:`inv_`."""
+    if name != name.strip():
+        raise KGFormatError(path, line, f'{kind} name {name!r} has leading '
+                            'or trailing spaces')
+    if kind == 'relation' and name.startswith('inv_'):
+        raise KGFormatError(
+            path, line, f"relation name {name!r} starts with 'inv_', which "
+            'is reserved for inverse relations')
+
+
 def read_triples(path: str, entity_ids: Dict[str, int],
-                 relation_ids: Dict[str, int]) -> Tuple[Tensor, List[int]]:
+                 relation_ids: Dict[str, int],
+                 new_names: bool = False) -> Tuple[Tensor, List[int]]:
     r"""Reads a triple file into a :obj:`[3, n]` tensor of rows (head,
-    relation, tail), and the line number of each triple."""
+    relation, tail), and the line number of each triple.  With
+    :obj:`new_names`, a name not in :obj:`entity_ids`/:obj:`relation_ids`
+    is added to it with the next id, else it is an error."""
     rows, line_numbers = [], []
     for i, line in enumerate(read_lines(path), start=1):
         fields = line.split('\t')
@@ -123,7 +136,12 @@ def read_triples(path: str, entity_ids: Dict[str, int],
         for name, table, kind in ((head, entity_ids, 'entity'),
                                   (rel, relation_ids, 'relation'),
                                   (tail, entity_ids, 'entity')):
-            if name not in table:
+            if name not in table and new_names:
+                if not name:
+                    raise KGFormatError(path, i, f'empty {kind} field')
+                check_name(path, i, name, kind)
+                table[name] = len(table)
+            elif name not in table:
                 raise KGFormatError(
                     path, i, f'unknown {kind} {name!r} (not in '
                     f"{'entities' if kind == 'entity' else 'relations'}.txt)")
@@ -139,16 +157,29 @@ def load_neural_lp(folder: str) -> Data:
     :mod:`pyg_degreembed.kg`).
 
     Args:
-        folder (str): The folder with :obj:`entities.txt`,
-            :obj:`relations.txt`, :obj:`facts.txt` (optional),
-            :obj:`train.txt`, :obj:`valid.txt` and :obj:`test.txt`.
+        folder (str): The folder with :obj:`train.txt`, :obj:`valid.txt`,
+            :obj:`test.txt`, and optionally :obj:`facts.txt` and (both or
+            neither) :obj:`entities.txt` and :obj:`relations.txt`.
     """
     if not osp.isdir(folder):
         raise KGFormatError(folder, 0, 'not a folder')
-    entities = read_names(osp.join(folder, 'entities.txt'), 'entity')
-    relations = read_names(osp.join(folder, 'relations.txt'), 'relation')
-    entity_ids = {name: i for i, name in enumerate(entities)}
-    relation_ids = {name: i for i, name in enumerate(relations)}
+    name_files = [osp.join(folder, f'{kind}.txt')
+                  for kind in ('entities', 'relations')]
+    present = [osp.exists(path) for path in name_files]
+    if present[0] != present[1]:
+        missing = name_files[present.index(False)]
+        raise KGFormatError(missing, 0, 'file not found (entities.txt and '
+                            'relations.txt go together: give both, or '
+                            'neither to name entities and relations in '
+                            'order of appearance)')
+    new_names = not present[0]
+    entity_ids: Dict[str, int] = {}
+    relation_ids: Dict[str, int] = {}
+    if not new_names:
+        for path, kind, table in zip(name_files, ('entity', 'relation'),
+                                     (entity_ids, relation_ids)):
+            table.update((name, i)
+                         for i, name in enumerate(read_names(path, kind)))
 
     splits = {}
     first_seen: Dict[Tuple[int, int, int], Tuple[str, int]] = {}
@@ -156,7 +187,8 @@ def load_neural_lp(folder: str) -> Data:
         path = osp.join(folder, f'{split}.txt')
         if split == 'facts' and not os.path.exists(path):
             continue
-        triples, line_numbers = read_triples(path, entity_ids, relation_ids)
+        triples, line_numbers = read_triples(path, entity_ids, relation_ids,
+                                             new_names)
         for triple, line in zip(triples.t().tolist(), line_numbers):
             key = tuple(triple)
             if key in first_seen:
@@ -169,11 +201,12 @@ def load_neural_lp(folder: str) -> Data:
     if splits['train'].size(1) == 0:
         raise KGFormatError(osp.join(folder, 'train.txt'), 0,
                             'empty file: no training triples')
-    return kg_data(len(entities), len(relations), splits, entities, relations)
+    return kg_data(len(entity_ids), len(relation_ids), splits,
+                   list(entity_ids), list(relation_ids))
 
 
-def load_triples_file(path: str, fractions: Sequence[float] = (0.6, 0.2,
-                                                              0.1, 0.1),
+def load_triples_file(path: str,
+                      fractions: Sequence[float] = (0.6, 0.2, 0.1, 0.1),
                       seed: int = 0, delimiter: Optional[str] = None) -> Data:
     r"""Loads a single file of triples, one :obj:`head, relation, tail` a
     line, and splits it at random into facts, train, valid and test.
@@ -239,10 +272,7 @@ def load_triples_file(path: str, fractions: Sequence[float] = (0.6, 0.2,
         head, rel, tail = (f.strip() for f in fields)
         if not head or not rel or not tail:
             raise KGFormatError(path, i, 'empty field')
-        if rel.startswith('inv_'):
-            raise KGFormatError(
-                path, i, f"relation name {rel!r} starts with 'inv_', which "
-                'is reserved for inverse relations')
+        check_name(path, i, rel, 'relation')
         triple = (entity_ids.setdefault(head, len(entity_ids)),
                   relation_ids.setdefault(rel, len(relation_ids)),
                   entity_ids.setdefault(tail, len(entity_ids)))

@@ -120,7 +120,10 @@ def check_relations(kg_relations: int, num_relations: int):
         hint = (' (PyG\'s RelLinkPredDataset.num_relations counts the '
                 'inverse relations: build the model with '
                 'as_kg(data).num_relations)'
-                if kg_relations * 2 == num_relations else '')
+                if kg_relations * 2 == num_relations else
+                ' (to reason on another KG whose relations the model knows, '
+                'renumber them by name: align_relations(kg, '
+                'training_kg.relation_names))')
         raise ValueError(f'The KG has {kg_relations} relations, but the '
                          f'model was built for {num_relations}{hint}')
 

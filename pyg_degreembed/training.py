@@ -26,14 +26,18 @@ LOSSES = ('nll', 'bce')
 
 
 def rule_loss(scores: Tensor, target: Tensor, loss: str = 'nll',
-              eps: float = 1e-20) -> Tensor:
+              eps: float = 1e-20, max_score: float = 1.) -> Tensor:
     r"""The training loss of a batch, averaged over queries.
 
     * :obj:`"nll"` (Neural LP / DRUM reference code):
       :math:`-\log \max(s_t, \epsilon)`.
     * :obj:`"bce"` (the paper's text): binary cross-entropy between the
-      one-hot target and the scores clamped to :math:`[\epsilon,
-      1 - \epsilon]`, summed over entities.
+      one-hot target and :math:`p = s / s_{\max}`, summed over entities.
+      A rule reasoner's score is a sum over its :math:`T` ranks of
+      distributions over the entities, so :math:`s_{\max} = T` puts every
+      :math:`p` in :math:`[0, 1]` (they sum to at most 1); :math:`p` is
+      clamped to :math:`[\epsilon, 1 - \epsilon]` against :math:`\log 0`
+      only, so a wrong answer with a high score always gets a gradient.
 
     Args:
         scores (torch.Tensor): Scores of shape :obj:`[B, N]`.
@@ -41,12 +45,15 @@ def rule_loss(scores: Tensor, target: Tensor, loss: str = 'nll',
         loss (str, optional): :obj:`"nll"` or :obj:`"bce"`.
             (default: :obj:`"nll"`)
         eps (float, optional): Clamping constant. (default: :obj:`1e-20`)
+        max_score (float, optional): The largest score the model gives,
+            :math:`s_{\max}` (its rank :math:`T`), for :obj:`"bce"`.
+            (default: :obj:`1.`)
     """
     if loss == 'nll':
         return nll_loss(scores.gather(1, target.view(-1, 1)).squeeze(1), eps)
     if loss == 'bce':
         eps = max(eps, 1e-7)  # 1 - eps must differ from 1 in float32
-        s = scores.clamp(eps, 1 - eps)
+        s = (scores / max_score).clamp(eps, 1 - eps)
         onehot = torch.zeros_like(s).scatter_(1, target.view(-1, 1), 1.)
         bce = -(onehot * s.log() + (1 - onehot) * (1 - s).log())
         return bce.sum(dim=1).mean()
@@ -309,7 +316,7 @@ class _Run:
                 else:
                     batch_loss = rule_loss(
                         model(self.graph, h, q, remove_tail=t), t, loss,
-                        model.eps)
+                        model.eps, max_score=model.rank)
                 (batch_loss * (share.numel() / index.numel())).backward()
                 value = float(batch_loss.detach())
                 total += value * share.numel()

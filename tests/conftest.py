@@ -1,7 +1,24 @@
+import os
+
 import pytest
 import torch
 
 from pyg_degreembed import TypedGraph, from_edge_index
+
+
+#: The device of the numerical tests (models, propagation, training,
+#: evaluation, explanations): the environment variable
+#: PYG_DEGREEMBED_TEST_DEVICE, e.g. ``cuda``; the CPU by default (CI).
+TEST_DEVICE = os.environ.get('PYG_DEGREEMBED_TEST_DEVICE', 'cpu')
+
+
+@pytest.fixture
+def device():
+    device = torch.device(TEST_DEVICE)
+    if device.type == 'cuda' and not torch.cuda.is_available():
+        pytest.fail(f'PYG_DEGREEMBED_TEST_DEVICE={TEST_DEVICE}, but CUDA is '
+                    'not available')
+    return device
 
 
 def dense_operators(edge_index, edge_type, num_nodes, num_edge_types):

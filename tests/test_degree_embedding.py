@@ -48,9 +48,11 @@ def test_trie_lstm_gradients_equal_packed_nn_lstm_gradients():
             assert torch.allclose(grads[name], param.grad, atol=1e-10), name
 
 
-def test_rho_is_a_distribution_per_entity_and_shared_per_set(toy_kg):
-    rho = DegreeEmbedding(6, 8, 5)(toy_graph(toy_kg))
-    assert rho.shape == (6, 6)
+def test_rho_is_a_distribution_per_entity_and_shared_per_set(
+        toy_kg, device):
+    rho = DegreeEmbedding(6, 8, 5).to(device)(toy_graph(toy_kg).to(device))
+    assert rho.shape == (6, 6) and rho.device.type == device.type
+    rho = rho.cpu()
     assert torch.allclose(rho.sum(-1), torch.ones(6))
     assert torch.equal(rho[0], rho[1])  # entities 0 and 1 share a set
     assert not torch.equal(rho[0], rho[2])

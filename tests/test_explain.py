@@ -8,12 +8,12 @@ from pyg_degreembed.explain import explain
 @pytest.mark.parametrize('cls', [RuleReasoner, DegreEmbedReasoner])
 @pytest.mark.parametrize('num_steps,rank', [(2, 3), (3, 2)])
 def test_contributions_add_up_to_the_score(random_graph, cls, num_steps,
-                                           rank):
+                                           rank, device):
     torch.manual_seed(0)
     edge_index, edge_type, N, K = random_graph
     model = cls(K // 2, num_steps=num_steps, rank=rank, embedding_dim=8,
-                hidden_channels=6)
-    graph = TypedGraph(*random_graph)
+                hidden_channels=6).to(device)
+    graph = TypedGraph(*random_graph).to(device)
     for head, relation in [(0, 1), (3, 6)]:
         with torch.no_grad():
             scores = model(graph, torch.tensor([head]),

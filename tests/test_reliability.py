@@ -83,10 +83,12 @@ def test_a_changed_triples_file_is_refused(tmp_path, capsys):
         f.write('e1\tr0\te39\n')  # one more line: another random split
     one_line_error(capsys, ['evaluate', '--checkpoint', checkpoint],
                    'trained on another KG')
-    assert main(['evaluate', '--checkpoint', checkpoint, '--other-kg']) == 0
+    # Reasoning on it as another graph is allowed, said explicitly.
+    assert main(['evaluate', '--checkpoint', checkpoint, '--graph',
+                 path]) == 0
     with pytest.raises(CheckpointError, match='another KG'):
         load_model(checkpoint)
-    model, data = load_model(checkpoint, other_kg=True)
+    model, data = load_model(checkpoint, graph=path)
     assert data.train_edge_type.numel() > 0
 
 

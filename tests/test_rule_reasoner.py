@@ -44,19 +44,20 @@ def reference_scores(model, edge_index, edge_type, N, head, relation,
 @pytest.mark.parametrize('mode', ['dense', 'sparse', 'auto'])
 @pytest.mark.parametrize('rank,num_steps', [(1, 2), (3, 3)])
 def test_forward_equals_dense_recomputation(random_graph, cls, mode, rank,
-                                            num_steps):
+                                            num_steps, device):
     torch.manual_seed(0)
     edge_index, edge_type, N, K = random_graph
     model = cls(K // 2, num_steps=num_steps, rank=rank, embedding_dim=8,
                 hidden_channels=6)
-    graph = TypedGraph(*random_graph)
     head = torch.tensor([0, 3, 3, 7, 11])
     relation = torch.tensor([0, 1, 5, 7, 2])
-    scores = model(graph, head, relation, mode=mode)
     expected = reference_scores(model, edge_index, edge_type, N, head,
                                 relation)
-    assert scores.shape == (5, N)
-    assert torch.allclose(scores.double(), expected, atol=1e-5)
+    graph = TypedGraph(*random_graph).to(device)
+    scores = model.to(device)(graph, head.to(device), relation.to(device),
+                              mode=mode)
+    assert scores.shape == (5, N) and scores.device == graph.device
+    assert torch.allclose(scores.double().cpu(), expected, atol=1e-5)
 
 
 @pytest.mark.parametrize('cls', [RuleReasoner, DegreEmbedReasoner])

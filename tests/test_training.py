@@ -23,15 +23,47 @@ def test_nll_and_bce_losses_by_hand():
         rule_loss(scores, target, 'hinge')
 
 
-def test_fit_learns_a_composition_rule_and_restores_best_weights():
+def test_bce_gives_a_gradient_to_a_wrong_answer_with_a_high_score():
+    # Rank T = 3: scores are sums of three distributions and reach 3. A
+    # wrong answer at 1.6 must be pushed down, the answer at 0.9 up.
+    scores = torch.tensor([[1.6, 0.9, 0.5]], requires_grad=True)
+    loss = rule_loss(scores, torch.tensor([1]), 'bce', max_score=3.)
+    grad, = torch.autograd.grad(loss, scores)
+    # d/ds of -log(1 - s/3) is 1 / (3 - s); of -log(s/3) it is -1/s.
+    assert grad[0, 0].item() == pytest.approx(1 / (3 - 1.6), rel=1e-5)
+    assert grad[0, 1].item() == pytest.approx(-1 / 0.9, rel=1e-5)
+    assert grad[0, 0] > 0 > grad[0, 1]
+
+
+def test_fit_with_bce_scales_by_the_rank(monkeypatch):
+    # fit() passes the model's rank as the largest score.
+    import pyg_degreembed.training as training
+    seen = []
+
+    def spy(scores, target, loss, eps, max_score=1.):
+        seen.append((float(scores.max()), max_score))
+        return rule_loss(scores, target, loss, eps, max_score)
+
+    monkeypatch.setattr(training, 'rule_loss', spy)
+    seed_everything(0)
+    model = RuleReasoner(3, rank=2, embedding_dim=8, hidden_channels=8)
+    fit(model, chain_kg(), epochs=1, loss='bce', progress=False, log=None)
+    assert seen and all(m == 2 and top <= 2 + 1e-5 for top, m in seen)
+
+
+def test_fit_learns_a_composition_rule_and_restores_best_weights(device):
     data = chain_kg()
     seed_everything(0)
     model = RuleReasoner(3, num_steps=2, rank=1, embedding_dim=16,
                          hidden_channels=16)
     lines = []
     result = fit(model, data, epochs=30, batch_size=16, lr=0.05,
-                 patience=30, progress=False, log=lines.append)
-    assert len(result.history) == 30 and len(lines) == 30
+                 patience=30, progress=False, log=lines.append, device=device)
+    assert next(model.parameters()).device.type == device.type
+    # One log line per epoch (and a 'threads:' line if the thread guard
+    # acts, as it does on a busy machine).
+    assert len(result.history) == 30
+    assert len([line for line in lines if line.startswith('epoch')]) == 30
     assert result.best_valid_mrr > 0.9
     assert result.history[0]['loss'] > result.history[-1]['loss']
     # The restored weights are those of the best epoch.

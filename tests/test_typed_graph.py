@@ -20,9 +20,10 @@ def reference_hop(M, x, a, rho, s):
 
 @pytest.mark.parametrize('mode', ['dense', 'sparse', 'auto'])
 @pytest.mark.parametrize('density', [0.1, 0.9])
-def test_one_hop_equals_dense_operators(random_graph, mode, density):
+def test_one_hop_equals_dense_operators(random_graph, mode, density,
+                                        device):
     edge_index, edge_type, N, K = random_graph
-    graph = TypedGraph(*random_graph)
+    graph = TypedGraph(*random_graph).to(device)
     M = dense_operators(edge_index, edge_type, N, K)
     C = 5
     x = random_signals(N, C, density).requires_grad_()
@@ -33,8 +34,9 @@ def test_one_hop_equals_dense_operators(random_graph, mode, density):
                      requires_grad=True)
     s = torch.rand(C, generator=gen, dtype=torch.double, requires_grad=True)
 
-    out = graph.propagate(Signals.from_flat(x.view(-1), C), a, rho, s,
-                          mode=mode).to_dense(N)
+    out = graph.propagate(Signals.from_flat(x.view(-1).to(device), C),
+                          a.to(device), rho.to(device), s.to(device),
+                          mode=mode).to_dense(N).cpu()
     expected = reference_hop(M, x, a, rho, s)
     assert torch.allclose(out, expected)
 
