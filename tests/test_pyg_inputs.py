@@ -196,7 +196,9 @@ def test_format_1_checkpoints_load_with_the_old_scores(toy_kg, tmp_path):
     assert isinstance(model.edge_weight, DegreeEmbedding)
     with torch.no_grad():
         scores = model(toy_kg, old['head'], old['relation'])
-    assert torch.equal(scores, old['scores'])
+    # Equal up to float32 rounding (other torch versions sum in another
+    # order; a mapping error would change the scores entirely).
+    assert torch.allclose(scores, old['scores'], atol=1e-6, rtol=0)
     # ... and a run continues from it.
     seed_everything(0)
     model = DegreEmbedReasoner(3, embedding_dim=4, hidden_channels=4)
