@@ -227,6 +227,14 @@ def worker(dataset, args, training_only=False):
     return result
 
 
+def kernel_cells(kernel, digits: int) -> str:
+    r"""The frontier and dense hop times (ms) as two table cells."""
+    return ' | '.join(
+        f"{1e3 * kernel[f'{mode}_hop1_seconds']:.{digits}f} / "
+        f"{1e3 * kernel[f'{mode}_hop2_seconds']:.{digits}f} ms"
+        for mode in ('sparse', 'dense'))
+
+
 def device_table(results):
     r"""The table of a run on a GPU: epoch, evaluation, kernel, memory."""
     lines = ['| KG | model | epoch | test evaluation | queries/s | '
@@ -235,16 +243,12 @@ def device_table(results):
     for dataset, runs in results.items():
         run = runs['retain']
         for label, m in run['models'].items():
-            k = m['kernel']
             ext = ' (extrapolated)' if m['extrapolated'] else ''
             lines.append(
                 f"| {dataset} | {label} | {m['epoch_seconds']:.1f} s{ext} | "
                 f"{m['test_seconds']:.1f} s ({m['test_queries']} queries) | "
                 f"{m['queries_per_second']:.0f} | "
-                f"{1e3 * k['sparse_hop1_seconds']:.1f} / "
-                f"{1e3 * k['sparse_hop2_seconds']:.1f} ms | "
-                f"{1e3 * k['dense_hop1_seconds']:.1f} / "
-                f"{1e3 * k['dense_hop2_seconds']:.1f} ms | "
+                f"{kernel_cells(m['kernel'], 1)} | "
                 f"{m['gpu_peak_memory_gb']:.2f} GB |")
     return '\n'.join(lines)
 
@@ -270,17 +274,13 @@ def table(results):
         fast, slow = runs['retain'], runs['default']
         for label in fast['models']:
             m, d = fast['models'][label], slow['models'][label]
-            k = m['kernel']
             ext = ' (extrapolated)' if m['extrapolated'] else ''
             lines.append(
                 f"| {dataset} | {label} | {t(m['epoch_seconds'])}{ext} | "
                 f"{t(m['test_seconds'])} ({m['test_queries']} queries) | "
                 f"{m['queries_per_second']:.0f} | "
                 f"{fast['peak_rss_gb']:.2f} GB | "
-                f"{1e3 * k['sparse_hop1_seconds']:.0f} / "
-                f"{1e3 * k['sparse_hop2_seconds']:.0f} ms | "
-                f"{1e3 * k['dense_hop1_seconds']:.0f} / "
-                f"{1e3 * k['dense_hop2_seconds']:.0f} ms | "
+                f"{kernel_cells(m['kernel'], 0)} | "
                 f"{t(d['epoch_seconds'])} "
                 f"(x{d['epoch_seconds'] / m['epoch_seconds']:.2f}) | "
                 f"{competing(m)} |")
