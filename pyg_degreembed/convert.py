@@ -309,7 +309,7 @@ def align_relations(kg: Any, relation_names: Sequence[str]) -> Data:
 
         model = DegreEmbedReasoner(train_kg.num_relations)
         fit(model, train_kg)
-        new_kg = align_relations(load_dataset('fb237_v1_ind'),
+        new_kg = align_relations(load_neural_lp('grail/fb237_v1_ind'),
                                  train_kg.relation_names)
         evaluate(model, new_kg)
 

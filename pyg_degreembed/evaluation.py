@@ -217,7 +217,9 @@ class Ranks(NamedTuple):
 
     def metrics(self, tie: str = 'realistic',
                 relation_names: Optional[List[str]] = None) -> Dict:
-        r"""Overall metrics, plus :obj:`"per_relation"` metrics keyed by
+        r"""Overall metrics (:obj:`"mrr"`, :obj:`"mr"`, :obj:`"hits@k"`
+        and, where the candidates are known, :obj:`"hits@10(50)"`, see
+        :func:`sampled_hits`), plus :obj:`"per_relation"` metrics keyed by
         relation name (both directions pooled)."""
         if tie not in TIE_POLICIES:
             raise ValueError(f"'tie' must be one of {TIE_POLICIES}, "
