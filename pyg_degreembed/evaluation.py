@@ -37,6 +37,8 @@ TIE_POLICIES = ('optimistic', 'pessimistic', 'realistic')
 HITS_AT = (1, 3, 10)
 #: The key of GraIL's Hits@10 among 50 candidates in :meth:`Ranks.metrics`.
 SAMPLED = 'hits@10(50)'
+#: What :func:`filtered_ranks` returns per query.
+KEYS = TIE_POLICIES + ('candidates', )
 
 
 def both_directions(triples: Tensor, num_relations: int):
@@ -368,9 +370,6 @@ def _local_ranks(model, graph, triples, true_answers, batch_size,
             torch.empty(0, dtype=torch.double if key in TIE_POLICIES
                         else torch.long)
             for key, v in parts.items()}
-
-
-KEYS = TIE_POLICIES + ('candidates', )
 
 
 def evaluate(model: Module, data: Any, split: Union[str, Tensor] = 'test',
