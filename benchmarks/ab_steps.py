@@ -4,6 +4,8 @@ A, B, ...) so that drifts of a shared machine's speed hit both alike.
     git worktree add /tmp/before <commit>
     python benchmarks/ab_steps.py /tmp/before . [--dataset family] [--rounds 5]
 
+--dataset takes a bundled name or a Neural-LP folder.
+
 Each round runs, in a fresh process per checkout, 3 warm-up and --batches
 timed DegreEmbed training steps (paper settings, batch 128) through the
 public API of that checkout (a graph object as the first argument).  Prints
@@ -76,7 +78,8 @@ def main():
               f'B/A {b / a:.3f}', flush=True)
     median = statistics.median(x['ratio'] for x in rounds)
     print(f'median B/A {median:.3f}')
-    write_json(f'ab_steps_{args.dataset}.json', {
+    name = os.path.basename(os.path.normpath(args.dataset))
+    write_json(f'ab_steps_{name}.json', {
         'a': os.path.abspath(args.a), 'b': os.path.abspath(args.b),
         'dataset': args.dataset, 'rounds': rounds, 'median_ratio': median,
         'machine': machine()})

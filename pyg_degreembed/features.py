@@ -56,7 +56,9 @@ def prefix_trie(tokens: Tensor, lengths: Tensor) -> PrefixTrie:
         prev_id, prev_offset = node_id, offset
         offset += prefixes.size(0)
     level_ptr = torch.tensor([0] + sizes, device=device).cumsum(0)
-    return PrefixTrie(torch.cat(token), torch.cat(parent), level_ptr, leaf)
+    empty = tokens.new_empty(0)
+    return PrefixTrie(torch.cat(token) if token else empty,
+                      torch.cat(parent) if parent else empty, level_ptr, leaf)
 
 
 def reverse_padded(tokens: Tensor, lengths: Tensor) -> Tensor:
@@ -140,6 +142,15 @@ def degree_sets_of_pairs(pairs: Tensor, num_nodes: int,
     padded = torch.full((num_nodes, width), K, dtype=torch.long,
                         device=pairs.device)
     padded[src, position] = typ
+    return degree_sets_of_rows(padded, K)
+
+
+def degree_sets_of_rows(padded: Tensor, num_edge_types: int) -> DegreeSets:
+    r""":class:`DegreeSets` of one degree-type set per row of
+    :obj:`padded` (shape :obj:`[M, S]`: ascending edge types, right-padded
+    with :obj:`num_edge_types`; a row of padding only is the set of an
+    entity without edges), identical rows merged."""
+    K = num_edge_types
     # Entities without edges keep the single "no edges" token K.
     tokens, index = torch.unique(padded, dim=0, return_inverse=True)
     lengths = (tokens != K).sum(dim=1).clamp(min=1)

@@ -15,7 +15,7 @@ the Neural-LP split of the training triples into *facts* (graph only) and
   :math:`2R` edge types).
 * :obj:`entity_names`, :obj:`relation_names`: lists of names, index = id.
 """
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import torch
 from torch import Tensor
@@ -65,6 +65,19 @@ def add_inverse_edges(edge_index: Tensor, edge_type: Tensor,
 def inverse_relation(relation: Tensor, num_relations: int) -> Tensor:
     r"""Maps an edge type :math:`k \in [0, 2R)` to its inverse type."""
     return (relation + num_relations) % (2 * num_relations)
+
+
+def query_edges(head: Tensor, relation: Tensor, tail: Tensor,
+                num_relations: int) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+    r"""The edges the queries :obj:`(head, relation, tail)` leave out, each
+    its own and that edge's inverse, as :obj:`(src, edge_type, dst, query)`
+    with :obj:`query` the position of the query, each of shape
+    :obj:`[B, 2]` (column 0 the edge, column 1 its inverse)."""
+    query = torch.arange(head.numel(), device=head.device)
+    return (torch.stack([head, tail], -1),
+            torch.stack([relation, inverse_relation(relation,
+                                                    num_relations)], -1),
+            torch.stack([tail, head], -1), torch.stack([query, query], -1))
 
 
 def kg_data(

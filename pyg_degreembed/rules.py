@@ -41,6 +41,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import torch
 from torch import Tensor
 
+from .kg import query_edges, split_triples
+
 CONFIDENCES = ('grounded', 'attention')
 
 
@@ -160,7 +162,6 @@ def training_queries(data: Any, relation: int) -> Tensor:
     \in [0, 2R)` (for :math:`q \geq R`, the training triples of
     :math:`q - R` turned around), shape :obj:`[3, n]`."""
     from .convert import as_kg
-    from .kg import split_triples
     kg = as_kg(data)
     R = kg.num_relations
     train = split_triples(kg, 'train')
@@ -216,11 +217,13 @@ def rule_masses(model: torch.nn.Module, data: Any, relation: int,
     triples = triples.to(graph.device)
     was_training = model.training
     model.eval()
-    rho = model.source_weights(graph)
     mass: Dict[Tuple[int, ...], float] = {}
     total = 0.
     for start in range(0, triples.size(1), batch_size):
         h, q, t = triples[:, start:start + batch_size]
+        # rho as each query sees it (its degree sets without its edge).
+        rho = model.source_weights(graph, left_out=query_edges(
+            h, q, t, model.num_relations))
         total += float(model.score(graph, h, q, t).double().sum())
         # coef[b, j, l, o] = a / Z: the factor of operator o at step l.
         coef = model.operator_attention(q).double() / model.step_totals(

@@ -32,7 +32,7 @@ import torch
 from torch import Tensor
 from torch_geometric.data import Data
 
-from .kg import SPLITS, add_inverse_edges, all_triples, inverse_relation, \
+from .kg import SPLITS, add_inverse_edges, all_triples, query_edges, \
     split_triples
 from .convert import as_kg
 from .ragged import ragged_arange
@@ -59,7 +59,9 @@ def path_counts(graph: TypedGraph, triples: Tensor, num_steps: int,
     :obj:`num_steps`, in :obj:`graph` without the triple's own edge and its
     inverse.  With :obj:`weight` (:math:`\rho`), a path
     :math:`z_0 \xrightarrow{k_1} z_1 \cdots` counts
-    :math:`\prod_i \rho_{z_{i-1}, k_i}` instead of 1.
+    :math:`\prod_i \rho_{z_{i-1}, k_i}` instead of 1, with the rows that
+    triple :math:`b` (its column in :obj:`weight`, see
+    :class:`~pyg_degreembed.SourceWeights`) reads.
 
     :rtype: (triple index :obj:`[M]`, pattern id :obj:`[M]`, count
         :obj:`[M]`, float with :obj:`weight`); a pattern :math:`(k_1,
@@ -71,22 +73,20 @@ def path_counts(graph: TypedGraph, triples: Tensor, num_steps: int,
         part = triples[:, start:start + chunk_size]
         for i, value in enumerate(_chunk_counts(graph, part, num_steps,
                                                 num_relations, min_length,
-                                                weight)):
+                                                weight, start)):
             out[i].append(value + start if i == 0 else value)
     return tuple(torch.cat(v) if v else torch.empty(0, dtype=torch.long)
                  for v in out)
 
 
 def _chunk_counts(graph, triples, num_steps, num_relations, min_length,
-                  weight=None):
+                  weight=None, offset=0):
     N, K = graph.num_nodes, graph.num_edge_types
     h, q, t = triples
     B = h.numel()
     device = h.device
-    lo1, hi1 = graph.edge_range(h, q, t)
-    lo2, hi2 = graph.edge_range(t, inverse_relation(q, num_relations), h)
-    removed_lo = torch.stack([lo1, lo2], dim=1)
-    removed_hi = torch.stack([hi1, hi2], dim=1)
+    removed_lo, removed_hi = graph.edge_range(
+        *query_edges(h, q, t, num_relations)[:3])
 
     trip = torch.arange(B, device=device)
     node = h.clone()
@@ -110,7 +110,8 @@ def _chunk_counts(graph, triples, num_steps, num_relations, min_length,
         spread = count[entry]
         if weight is not None:
             spread = spread * weight.at(graph.edge_src[edge],
-                                        graph.edge_type[edge]).double()
+                                        graph.edge_type[edge],
+                                        trip_e + offset).double()
         count = count.new_zeros(key.numel()).index_add_(0, inverse, spread)
         pattern = key % (K + 1)**step
         node = (key // (K + 1)**step) % N

@@ -6,7 +6,8 @@ import torch
 from torch import Tensor
 from torch_geometric.utils import cumsum, degree
 
-from .features import degree_sets_of_pairs, source_type_pairs
+from .features import (DegreeSets, degree_sets_of_pairs, degree_sets_of_rows,
+                       source_type_pairs)
 from .kg import index_tensor
 from .ragged import ragged_arange
 
@@ -101,12 +102,27 @@ class SourceWeights(NamedTuple):
     weights this way (one row per degree-type set), so that a batch costs
     nothing per entity of the graph, only per set and per edge used.
 
+    Some queries may see other rows for a few entities (the degree
+    embedding's sets without a training query's own edge): entity :math:`i`
+    reads row :obj:`override_row[m]` in the signals of query :math:`b`
+    where :obj:`override_key[m] = b * N + i`.  Signal (column) :math:`c`
+    belongs to query :math:`\lfloor c / \mathrm{columns\_per\_query}
+    \rfloor`.
+
     Attributes:
         table (torch.Tensor): The distinct rows, shape :obj:`[S, K]`.
         index (torch.Tensor): The row of each node, shape :obj:`[N]`.
+        override_key (torch.Tensor, optional): Sorted keys
+            :obj:`query * N + node` of the per-query rows, shape :obj:`[M]`.
+        override_row (torch.Tensor, optional): Their rows, shape :obj:`[M]`.
+        columns_per_query (int): Signals per query (the rank :math:`T` in a
+            :class:`~pyg_degreembed.RuleReasoner`). (default: :obj:`1`)
     """
     table: Tensor
     index: Tensor
+    override_key: Optional[Tensor] = None
+    override_row: Optional[Tensor] = None
+    columns_per_query: int = 1
 
     @classmethod
     def wrap(cls, rho) -> Optional['SourceWeights']:
@@ -116,15 +132,38 @@ class SourceWeights(NamedTuple):
             return rho
         return cls(rho, torch.arange(rho.size(0), device=rho.device))
 
-    def at(self, src: Tensor, edge_type: Tensor) -> Tensor:
-        r""":math:`\rho_{\mathrm{src}, \mathrm{type}}`, differentiable."""
+    def rows(self, src: Tensor, column: Optional[Tensor] = None) -> Tensor:
+        r"""The row of :obj:`table` that node :obj:`src` reads in signal
+        :obj:`column` (element-wise; the shared row without
+        :obj:`column`)."""
+        row = self.index.index_select(0, src)
+        if self.override_key is None or column is None or \
+                self.override_key.numel() == 0:
+            return row
+        query = torch.div(column, self.columns_per_query,
+                          rounding_mode='floor')
+        wanted = query * self.index.numel() + src
+        pos = torch.searchsorted(self.override_key, wanted).clamp(
+            max=self.override_key.numel() - 1)
+        return torch.where(self.override_key[pos] == wanted,
+                           self.override_row[pos], row)
+
+    def at(self, src: Tensor, edge_type: Tensor,
+           column: Optional[Tensor] = None) -> Tensor:
+        r""":math:`\rho_{\mathrm{src}, \mathrm{type}}` as signal
+        :obj:`column` sees it (see :meth:`rows`), differentiable."""
         K = self.table.size(1)
         return self.table.reshape(-1).index_select(
-            0, self.index.index_select(0, src) * K + edge_type)
+            0, self.rows(src, column) * K + edge_type)
 
-    def to_dense(self) -> Tensor:
-        r"""The :obj:`[N, K]` matrix."""
-        return self.table.index_select(0, self.index)
+    def to_dense(self, query: Optional[int] = None) -> Tensor:
+        r"""The :obj:`[N, K]` matrix (as query :obj:`query` sees it, if
+        given)."""
+        if query is None:
+            return self.table.index_select(0, self.index)
+        nodes = torch.arange(self.index.numel(), device=self.index.device)
+        column = torch.full_like(nodes, query * self.columns_per_query)
+        return self.table.index_select(0, self.rows(nodes, column))
 
 
 class TypedGraph:
@@ -240,6 +279,37 @@ class TypedGraph:
         hi = torch.searchsorted(self.edge_keys, key, right=True)
         return lo, hi
 
+    def degree_without(self, src: Tensor, edge_type: Tensor, dst: Tensor,
+                       query: Tensor) -> Tuple[Tensor, DegreeSets]:
+        r"""The degree-type sets of the entities whose set changes when
+        edges are left out for single queries: query :obj:`query[m]` does
+        not see edge :obj:`src[m] -> dst[m]` of type :obj:`edge_type[m]`
+        (all its copies), so :obj:`src[m]` loses that type from its set if
+        it has no other edge of it.  Element-wise inputs of one shape.
+
+        :rtype: (:class:`torch.Tensor`, :class:`DegreeSets`): the sorted
+            keys :obj:`query * N + entity` of the changed sets, shape
+            :obj:`[M]`, and the sets (:obj:`index` of shape :obj:`[M]`).
+        """
+        K, N = self.num_edge_types, self.num_nodes
+        src, edge_type = src.reshape(-1), edge_type.reshape(-1)
+        dst, query = dst.reshape(-1), query.reshape(-1)
+        lo, hi = self.edge_range(src, edge_type, dst)
+        pairs = self.pair_src * K + self.pair_type
+        pair = src * K + edge_type
+        pos = torch.searchsorted(pairs, pair).clamp(max=max(
+            pairs.numel() - 1, 0))
+        count = torch.where(pairs[pos] == pair, self.pair_count[pos], 0) \
+            if pairs.numel() else torch.zeros_like(pair)
+        loses = (hi > lo) & (hi - lo == count)
+        src, edge_type, query = src[loses], edge_type[loses], query[loses]
+        keys, which = torch.unique(query * N + src, return_inverse=True)
+        rows = self.degree.tokens[self.degree.index[keys % N]]
+        drop = torch.zeros_like(rows).index_add_(
+            0, which, (rows[which] == edge_type.unsqueeze(-1)).long())
+        rows = torch.where(drop > 0, K, rows).sort(dim=1).values
+        return keys, degree_sets_of_rows(rows, K)
+
     def neighborhood(self, nodes: Tensor, hops: int) -> Tensor:
         r"""The sorted unique entities within :obj:`hops` hops of
         :obj:`nodes` along the edges (the nodes themselves included)."""
@@ -354,7 +424,7 @@ class TypedGraph:
         def weight(src, typ, col):
             w = type_weight.reshape(-1).index_select(0, typ * C + col)
             if rho is not None:
-                w = w * rho.at(src, typ)
+                w = w * rho.at(src, typ, col)
             return w
 
         # Totals: each entry spreads x * a_k * rho * (number of k-edges).
@@ -397,6 +467,7 @@ class TypedGraph:
         y = dense[self.pair_src] * type_weight[self.pair_type]
         if rho is not None:
             y = y * rho.at(self.pair_src, self.pair_type).unsqueeze(-1)
+            y = self._override_pairs(y, dense, type_weight, rho)
         out = _ConstantSparseMatmul.apply(self.mat, self.mat_t, y).view(-1)
         if removed is not None:
             # Subtract the contribution of each left-out edge (all copies).
@@ -404,9 +475,30 @@ class TypedGraph:
             src, typ = self.edge_src[lo], self.edge_type[lo]
             contrib = dense[src, col] * type_weight[typ, col] * (hi - lo)
             if rho is not None:
-                contrib = contrib * rho.at(src, typ)
+                contrib = contrib * rho.at(src, typ, col)
             out = out.index_add(0, self.edge_dst[lo] * C + col, -contrib)
         return out
+
+    def _override_pairs(self, y: Tensor, dense: Tensor, type_weight: Tensor,
+                        rho: SourceWeights) -> Tensor:
+        # y[p, c] of the (pair, signal) cells whose source reads a per-query
+        # row of rho (see SourceWeights), recomputed with that row.
+        if rho.override_key is None or rho.override_key.numel() == 0:
+            return y
+        C, N = y.size(1), self.num_nodes
+        T = rho.columns_per_query
+        node = rho.override_key % N
+        # Every signal of the query, then every pair of the node.
+        first = torch.div(rho.override_key, N, rounding_mode='floor') * T
+        cell, col = ragged_arange(first, (C - first).clamp(min=0, max=T))
+        node = node[cell]
+        count = self.pair_ptr[node + 1] - self.pair_ptr[node]
+        cell, pair = ragged_arange(self.pair_ptr[node], count)
+        node, col = node[cell], col[cell]
+        typ = self.pair_type[pair]
+        value = dense[node, col] * type_weight[typ, col] * rho.at(
+            node, typ, col)
+        return y.index_put((pair, col), value)
 
     def _sparse_hop(self, x: Signals, type_weight, rho, removed, out_deg,
                     work) -> Tuple[Tensor, Tensor]:
@@ -422,7 +514,8 @@ class TypedGraph:
         value = x.value.index_select(0, entry) * type_weight.reshape(
             -1).index_select(0, typ * C + col)
         if rho is not None:
-            value = value * rho.at(self.edge_src.index_select(0, edge), typ)
+            value = value * rho.at(self.edge_src.index_select(0, edge), typ,
+                                   col)
         if removed is not None and work > 0:
             left_out = self._left_out(x, removed, first, work)
             if left_out is not None:

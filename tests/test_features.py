@@ -58,3 +58,35 @@ def test_prefix_trie_reads_every_prefix_once():
 
     assert [spelled(int(n)) for n in trie.leaf] == [[0, 1, 2], [0, 1], [0, 3],
                                                     [4]]
+
+
+def test_degree_sets_without_query_edges_equal_rebuilt_graphs(random_graph):
+    from pyg_degreembed import TypedGraph
+    from pyg_degreembed.kg import query_edges
+    edge_index, edge_type, N, K = random_graph
+    graph = TypedGraph(*random_graph)
+    # Edge 0 is duplicated (both copies leave), 45 is a self-loop (its
+    # entity loses the type and its inverse), 3 is moved off the graph.
+    edges = torch.tensor([0, 45, 10, 3, 17, 60])
+    head, relation = edge_index[0, edges], edge_type[edges]
+    tail = edge_index[1, edges].clone()
+    tail[3] = (tail[3] + 1) % N
+    keys, sets = graph.degree_without(*query_edges(head, relation, tail,
+                                                   K // 2))
+    changed = {(int(k) // N, int(k) % N): sets.tokens[sets.index[i]]
+               for i, k in enumerate(keys)}
+    assert (1, 3) in changed and len(changed) >= 4
+    for b in range(edges.numel()):
+        src, typ, dst, _ = query_edges(head[b:b + 1], relation[b:b + 1],
+                                       tail[b:b + 1], K // 2)
+        keep = torch.ones(edge_type.numel(), dtype=torch.bool)
+        for s, k, d in zip(src.view(-1), typ.view(-1), dst.view(-1)):
+            keep &= ~((edge_index[0] == s) & (edge_type == k) &
+                      (edge_index[1] == d))
+        rebuilt = degree_sets(edge_index[:, keep], edge_type[keep], N, K)
+        for e in range(N):
+            expected = rebuilt.tokens[rebuilt.index[e]]
+            actual = changed.get((b, e), graph.degree.tokens[
+                graph.degree.index[e]])
+            assert torch.equal(actual[:expected.numel()], expected)
+            assert bool((actual[expected.numel():] == K).all())

@@ -8,12 +8,10 @@ from pyg_degreembed.kg import inverse_relation
 
 def reference_scores(model, edge_index, edge_type, N, head, relation,
                      remove_tail=None):
-    r"""Explicit re-computation with dense operators B_k = diag(rho) M_k."""
+    r"""Explicit re-computation with dense operators B_k = diag(rho) M_k,
+    each query on a graph rebuilt without its left-out edges (rho, i.e. the
+    degree sets, included)."""
     K, R = model.num_edge_types, model.num_relations
-    graph = TypedGraph(edge_index, edge_type, N, K)
-    rho = model.source_weights(graph)
-    if rho is not None:
-        rho = rho.to_dense()
     attention = model.operator_attention(relation).double()
     out = []
     for b in range(head.numel()):
@@ -24,6 +22,10 @@ def reference_scores(model, edge_index, edge_type, N, head, relation,
             for s, k, d in ((h, q, t), (t, q_inv, h)):
                 keep &= ~((edge_index[0] == s) & (edge_type == k) &
                           (edge_index[1] == d))
+        rho = model.source_weights(TypedGraph(edge_index[:, keep],
+                                              edge_type[keep], N, K))
+        if rho is not None:
+            rho = rho.to_dense()
         B = dense_operators(edge_index[:, keep], edge_type[keep], N, K)
         if rho is not None:
             B = B * rho.double().t().unsqueeze(-1)  # scale row e by rho[e, k]

@@ -1,4 +1,4 @@
-from typing import Any, Optional
+from typing import Any, Optional, Tuple
 
 import torch
 from torch import Tensor
@@ -136,7 +136,9 @@ class DegreeEmbedding(Module):
         return self.source_weights(graph).to_dense()
 
     def source_weights(self, graph: TypedGraph,
-                       nodes: Optional[Tensor] = None) -> SourceWeights:
+                       nodes: Optional[Tensor] = None,
+                       left_out: Optional[Tuple[Tensor, ...]] = None
+                       ) -> SourceWeights:
         r""":math:`\rho` as in :meth:`forward`, held once per degree-type
         set (:class:`~pyg_degreembed.typed_graph.SourceWeights`), so that
         nothing is computed or stored per entity: what a
@@ -149,8 +151,23 @@ class DegreeEmbedding(Module):
                 entities are computed and the other rows are zero (for when
                 only they can be the source of an edge that is used).
                 (default: :obj:`None`, all rows)
+            left_out (Tuple[torch.Tensor, ...], optional): Edges that single
+                queries do not see, :obj:`(src, edge_type, dst, query)` as
+                in :meth:`TypedGraph.degree_without` (a training query's own
+                edge and its inverse): the entities that lose an edge type
+                by it read, in that query, the :math:`\rho` of their set
+                without it, exactly as in the graph without those edges.
+                (default: :obj:`None`)
         """
-        return self.weights_of_sets(graph.degree, nodes)
+        rho = self.weights_of_sets(graph.degree, nodes)
+        if left_out is None:
+            return rho
+        keys, sets = graph.degree_without(*left_out)
+        if keys.numel() == 0:
+            return rho
+        extra = torch.softmax(self.lin(self.embed_sets(sets)), dim=-1)
+        return SourceWeights(torch.cat([rho.table, extra]), rho.index, keys,
+                             rho.table.size(0) + sets.index)
 
     def weights_of_sets(self, degree: DegreeSets,
                         nodes: Optional[Tensor] = None) -> SourceWeights:

@@ -1,3 +1,4 @@
+import inspect
 from typing import Any, List, Optional, Tuple
 
 import torch
@@ -6,7 +7,7 @@ from torch.nn import LSTM, Embedding, Linear, Module, ModuleList
 from torch.utils.checkpoint import checkpoint
 from torch_geometric.nn.inits import reset
 
-from ..kg import index_tensor, inverse_relation
+from ..kg import index_tensor, query_edges
 from ..resolve import resolve_graph
 from ..typed_graph import Signals, SourceWeights, TypedGraph
 from .degree_embedding import DegreeEmbedding
@@ -149,7 +150,8 @@ class RuleReasoner(Module):
         return torch.softmax(self.attention(out), dim=-1)[index]
 
     def source_weights(self, graph: TypedGraph,
-                       nodes: Optional[Tensor] = None
+                       nodes: Optional[Tensor] = None,
+                       left_out: Optional[Tuple[Tensor, ...]] = None
                        ) -> Optional[SourceWeights]:
         r"""The per-source weights :math:`\rho` of the edge types on
         :obj:`graph` (:obj:`None` without an edge weight, i.e.
@@ -159,11 +161,21 @@ class RuleReasoner(Module):
             graph (TypedGraph): The observed graph.
             nodes (torch.Tensor, optional): If given, only the rows of these
                 entities are needed. (default: :obj:`None`)
+            left_out (Tuple[torch.Tensor, ...], optional): Edges single
+                queries do not see, :obj:`(src, edge_type, dst, query)`,
+                passed on to an edge weight whose :obj:`source_weights`
+                takes :obj:`left_out` (as
+                :class:`~pyg_degreembed.nn.DegreeEmbedding` does: its
+                features depend on the edges). (default: :obj:`None`)
         """
         if self.edge_weight is None:
             return None
-        return SourceWeights.wrap(self.edge_weight.source_weights(graph,
-                                                                  nodes))
+        function = self.edge_weight.source_weights
+        if left_out is not None and 'left_out' in inspect.signature(
+                function).parameters:
+            return SourceWeights.wrap(function(graph, nodes,
+                                               left_out=left_out))
+        return SourceWeights.wrap(function(graph, nodes))
 
     def graph(self, edge_index: Any, edge_type: Optional[Tensor] = None,
               num_nodes: Optional[int] = None) -> TypedGraph:
@@ -320,18 +332,7 @@ class RuleReasoner(Module):
         K, T = self.num_edge_types, self.rank
         C = head.numel() * T
         attention = self.operator_attention(relation)  # [B, T, L, K + 1]
-        # Only entities within L - 1 hops of a head can send a signal.
-        rho = None
-        if self.edge_weight is not None:
-            sources = graph.neighborhood(head, self.num_steps - 1)
-            rho = self._run(
-                self.source_weights, graph,
-                sources if sources.numel() < graph.num_nodes else None)
-
-        # Column c = b * T + j holds query b at rank j.
-        x = Signals.one_hot(head.repeat_interleave(T),
-                            attention.new_ones(C))
-        removed = None
+        left_out = removed = None
         if remove_tail is not None:
             remove_tail = index_tensor(remove_tail,
                                        'remove_tail').to(graph.device)
@@ -340,11 +341,25 @@ class RuleReasoner(Module):
                                  f"'head' {list(head.shape)}, got "
                                  f"{list(remove_tail.shape)}")
             self._check_entities(graph, remove_tail, 'remove_tail')
-            inverse = inverse_relation(relation, self.num_relations)
-            lo1, hi1 = graph.edge_range(head, relation, remove_tail)
-            lo2, hi2 = graph.edge_range(remove_tail, inverse, head)
-            removed = (torch.stack([lo1, lo2], -1).repeat_interleave(T, 0),
-                       torch.stack([hi1, hi2], -1).repeat_interleave(T, 0))
+            left_out = query_edges(head, relation, remove_tail,
+                                   self.num_relations)
+            lo, hi = graph.edge_range(*left_out[:3])
+            removed = (lo.repeat_interleave(T, 0),
+                       hi.repeat_interleave(T, 0))
+        # Only entities within L - 1 hops of a head can send a signal.
+        rho = None
+        if self.edge_weight is not None:
+            sources = graph.neighborhood(head, self.num_steps - 1)
+            rho = self._run(
+                self.source_weights, graph,
+                sources if sources.numel() < graph.num_nodes else None,
+                left_out)
+            if rho is not None:
+                rho = rho._replace(columns_per_query=T)
+
+        # Column c = b * T + j holds query b at rank j.
+        x = Signals.one_hot(head.repeat_interleave(T),
+                            attention.new_ones(C))
 
         def step_attention(step):
             return attention[:, :, step].reshape(C, K + 1).t()
