@@ -1,9 +1,11 @@
 r"""Degree features: the set of edge types leaving each entity."""
-from typing import NamedTuple
+from typing import NamedTuple, Tuple
 
 import torch
 from torch import Tensor
 from torch_geometric.utils import cumsum, degree
+
+from .ragged import ragged_arange
 
 
 class PrefixTrie(NamedTuple):
@@ -59,6 +61,70 @@ def prefix_trie(tokens: Tensor, lengths: Tensor) -> PrefixTrie:
     empty = tokens.new_empty(0)
     return PrefixTrie(torch.cat(token) if token else empty,
                       torch.cat(parent) if parent else empty, level_ptr, leaf)
+
+
+def extend_trie(trie: PrefixTrie, base: Tensor, base_leaf: Tensor,
+                tokens: Tensor, lengths: Tensor,
+                pad: int) -> Tuple[PrefixTrie, Tensor]:
+    r"""Adds sequences to a :class:`PrefixTrie` that share a prefix with
+    sequences already in it (a degree-type set without one or two of its
+    types), without rebuilding it: new sequence :math:`m` reuses the trie
+    nodes of its longest common prefix with :obj:`base[m]` and adds a chain
+    of nodes for the rest.  No loop over levels but the walk up to the
+    shared prefix (one gather per level).
+
+    Args:
+        trie (PrefixTrie): The trie.
+        base (torch.Tensor): For each new sequence, a sequence of the trie,
+            right-padded, shape :obj:`[M, S]`.
+        base_leaf (torch.Tensor): The node of each :obj:`base` sequence,
+            shape :obj:`[M]`.
+        tokens (torch.Tensor): The new sequences, right-padded with
+            :obj:`pad`, shape :obj:`[M, S]`.
+        lengths (torch.Tensor): Their lengths, shape :obj:`[M]`; each must
+            differ from its :obj:`base` within :obj:`base`'s length.
+        pad (int): The padding token.
+
+    :rtype: (:class:`PrefixTrie`, :class:`torch.Tensor`): the trie with the
+        new nodes (old nodes renumbered, :obj:`leaf` of the old sequences
+        kept in order) and the node of each new sequence, shape :obj:`[M]`.
+    """
+    device = tokens.device
+    M, S = tokens.shape
+    position = torch.arange(S, device=device)
+    # Shared prefix length: the first position where the sequences differ.
+    differs = (base != tokens) | (position >= lengths.view(-1, 1))
+    shared = differs.long().argmax(dim=1)
+    # The node of the shared prefix (walk up from the base's leaf).
+    old_level = torch.repeat_interleave(
+        torch.arange(trie.level_ptr.numel() - 1, device=device) + 1,
+        trie.level_ptr.diff())
+    node = base_leaf.clone()
+    for _ in range(int((old_level[node] - shared).max()) if M else 0):
+        up = old_level[node] > shared
+        node = torch.where(up, trie.parent[node], node)
+    node = torch.where(shared > 0, node, -1)
+    # A chain of new nodes for tokens[shared:lengths].
+    count = lengths - shared
+    seq, at = ragged_arange(shared, count)
+    total = trie.token.numel()
+    new_id = total + torch.arange(seq.numel(), device=device)
+    first = at == shared[seq]
+    new_parent = torch.where(first, node[seq], new_id - 1)
+    new_level = at + 1
+    # Merge the levels (stable: old nodes first within a level).
+    level = torch.cat([old_level, new_level])
+    order = torch.sort(level, stable=True).indices
+    rank = torch.empty_like(order)
+    rank[order] = torch.arange(order.numel(), device=device)
+    parent = torch.cat([trie.parent, new_parent])[order]
+    parent = torch.where(parent >= 0, rank[parent.clamp(min=0)], -1)
+    token = torch.cat([trie.token, tokens[seq, at]])[order]
+    level_ptr = torch.cat([trie.level_ptr[:1], torch.bincount(
+        level - 1, minlength=max(trie.level_ptr.numel() - 1, 1)).cumsum(0)])
+    last = torch.where(count > 0, total + count.cumsum(0) - 1, node)
+    return (PrefixTrie(token, parent, level_ptr, rank[trie.leaf]),
+            rank[last])
 
 
 def reverse_padded(tokens: Tensor, lengths: Tensor) -> Tensor:
@@ -142,15 +208,6 @@ def degree_sets_of_pairs(pairs: Tensor, num_nodes: int,
     padded = torch.full((num_nodes, width), K, dtype=torch.long,
                         device=pairs.device)
     padded[src, position] = typ
-    return degree_sets_of_rows(padded, K)
-
-
-def degree_sets_of_rows(padded: Tensor, num_edge_types: int) -> DegreeSets:
-    r""":class:`DegreeSets` of one degree-type set per row of
-    :obj:`padded` (shape :obj:`[M, S]`: ascending edge types, right-padded
-    with :obj:`num_edge_types`; a row of padding only is the set of an
-    entity without edges), identical rows merged."""
-    K = num_edge_types
     # Entities without edges keep the single "no edges" token K.
     tokens, index = torch.unique(padded, dim=0, return_inverse=True)
     lengths = (tokens != K).sum(dim=1).clamp(min=1)

@@ -6,8 +6,7 @@ import torch
 from torch import Tensor
 from torch_geometric.utils import cumsum, degree
 
-from .features import (DegreeSets, degree_sets_of_pairs, degree_sets_of_rows,
-                       source_type_pairs)
+from .features import degree_sets_of_pairs, source_type_pairs
 from .kg import index_tensor
 from .ragged import ragged_arange
 
@@ -152,9 +151,12 @@ class SourceWeights(NamedTuple):
            column: Optional[Tensor] = None) -> Tensor:
         r""":math:`\rho_{\mathrm{src}, \mathrm{type}}` as signal
         :obj:`column` sees it (see :meth:`rows`), differentiable."""
-        K = self.table.size(1)
+        return self.of_rows(self.rows(src, column), edge_type)
+
+    def of_rows(self, row: Tensor, edge_type: Tensor) -> Tensor:
+        r"""Entries :obj:`table[row, edge_type]`, differentiable."""
         return self.table.reshape(-1).index_select(
-            0, self.rows(src, column) * K + edge_type)
+            0, row * self.table.size(1) + edge_type)
 
     def to_dense(self, query: Optional[int] = None) -> Tensor:
         r"""The :obj:`[N, K]` matrix (as query :obj:`query` sees it, if
@@ -280,16 +282,19 @@ class TypedGraph:
         return lo, hi
 
     def degree_without(self, src: Tensor, edge_type: Tensor, dst: Tensor,
-                       query: Tensor) -> Tuple[Tensor, DegreeSets]:
+                       query: Tensor) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
         r"""The degree-type sets of the entities whose set changes when
         edges are left out for single queries: query :obj:`query[m]` does
         not see edge :obj:`src[m] -> dst[m]` of type :obj:`edge_type[m]`
         (all its copies), so :obj:`src[m]` loses that type from its set if
         it has no other edge of it.  Element-wise inputs of one shape.
 
-        :rtype: (:class:`torch.Tensor`, :class:`DegreeSets`): the sorted
-            keys :obj:`query * N + entity` of the changed sets, shape
-            :obj:`[M]`, and the sets (:obj:`index` of shape :obj:`[M]`).
+        :rtype: (:class:`torch.Tensor`, ...): the sorted keys
+            :obj:`query * N + entity` of the changed sets, shape
+            :obj:`[M]`; the entity's set in :obj:`degree` (a row of
+            :obj:`degree.tokens`), shape :obj:`[M]`; the changed sets,
+            padded as :obj:`degree.tokens`, shape :obj:`[M, S]`, and their
+            lengths, shape :obj:`[M]`.
         """
         K, N = self.num_edge_types, self.num_nodes
         src, edge_type = src.reshape(-1), edge_type.reshape(-1)
@@ -304,11 +309,12 @@ class TypedGraph:
         loses = (hi > lo) & (hi - lo == count)
         src, edge_type, query = src[loses], edge_type[loses], query[loses]
         keys, which = torch.unique(query * N + src, return_inverse=True)
-        rows = self.degree.tokens[self.degree.index[keys % N]]
+        base = self.degree.index[keys % N]
+        rows = self.degree.tokens[base]
         drop = torch.zeros_like(rows).index_add_(
             0, which, (rows[which] == edge_type.unsqueeze(-1)).long())
         rows = torch.where(drop > 0, K, rows).sort(dim=1).values
-        return keys, degree_sets_of_rows(rows, K)
+        return keys, base, rows, (rows != K).sum(dim=1).clamp(min=1)
 
     def neighborhood(self, nodes: Tensor, hops: int) -> Tensor:
         r"""The sorted unique entities within :obj:`hops` hops of
@@ -421,18 +427,21 @@ class TypedGraph:
             return torch.where(key[pos] == wanted,
                                x.value.index_select(0, pos), 0.)
 
-        def weight(src, typ, col):
+        def weight(src, typ, col, row=None):
             w = type_weight.reshape(-1).index_select(0, typ * C + col)
             if rho is not None:
-                w = w * rho.at(src, typ, col)
+                w = w * (rho.at(src, typ, col) if row is None else
+                         rho.of_rows(row, typ))
             return w
 
         # Totals: each entry spreads x * a_k * rho * (number of k-edges).
         count = self.pair_ptr[x.node + 1] - self.pair_ptr[x.node]
         entry, pair = ragged_arange(self.pair_ptr[x.node], count)
         col = x.column[entry]
+        row = None if rho is None else rho.rows(x.node, x.column)[entry]
         spread = x.value.index_select(0, entry) * weight(
-            x.node[entry], self.pair_type[pair], col) * self.pair_count[pair]
+            x.node[entry], self.pair_type[pair], col, row) * \
+            self.pair_count[pair]
         total = x.value.new_zeros(C).index_add(0, col, spread)
         if self_weight is not None:
             total = total + self_weight * x.value.new_zeros(C).index_add(
@@ -514,8 +523,9 @@ class TypedGraph:
         value = x.value.index_select(0, entry) * type_weight.reshape(
             -1).index_select(0, typ * C + col)
         if rho is not None:
-            value = value * rho.at(self.edge_src.index_select(0, edge), typ,
-                                   col)
+            # The row of rho of each entry (node, column), then per edge.
+            row = rho.rows(x.node, x.column).index_select(0, entry)
+            value = value * rho.of_rows(row, typ)
         if removed is not None and work > 0:
             left_out = self._left_out(x, removed, first, work)
             if left_out is not None:

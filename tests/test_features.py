@@ -1,7 +1,7 @@
 import torch
 
 from pyg_degreembed import degree_sets
-from pyg_degreembed.features import prefix_trie
+from pyg_degreembed.features import extend_trie, prefix_trie
 
 
 def sets_of(degree, num_nodes):
@@ -71,9 +71,11 @@ def test_degree_sets_without_query_edges_equal_rebuilt_graphs(random_graph):
     head, relation = edge_index[0, edges], edge_type[edges]
     tail = edge_index[1, edges].clone()
     tail[3] = (tail[3] + 1) % N
-    keys, sets = graph.degree_without(*query_edges(head, relation, tail,
-                                                   K // 2))
-    changed = {(int(k) // N, int(k) % N): sets.tokens[sets.index[i]]
+    keys, base, rows, lengths = graph.degree_without(
+        *query_edges(head, relation, tail, K // 2))
+    assert torch.equal(base, graph.degree.index[keys % N])
+    assert torch.equal(lengths, (rows != K).sum(1).clamp(min=1))
+    changed = {(int(k) // N, int(k) % N): rows[i]
                for i, k in enumerate(keys)}
     assert (1, 3) in changed and len(changed) >= 4
     for b in range(edges.numel()):
@@ -90,3 +92,43 @@ def test_degree_sets_without_query_edges_equal_rebuilt_graphs(random_graph):
                 graph.degree.index[e]])
             assert torch.equal(actual[:expected.numel()], expected)
             assert bool((actual[expected.numel():] == K).all())
+
+
+def read_back(trie, node):
+    r"""The sequence of a trie node, walking up to the root."""
+    out = []
+    while node >= 0:
+        out.append(int(trie.token[node]))
+        node = int(trie.parent[node])
+    return out[::-1]
+
+
+def test_extend_trie_adds_sequences_that_share_prefixes():
+    K = 9
+    tokens = torch.tensor([[0, 2, 5, 7], [0, 2, 6, K], [3, K, K, K]])
+    lengths = torch.tensor([4, 3, 1])
+    trie = prefix_trie(tokens, lengths)
+    # New sequences: one type dropped (middle, last, first), two dropped,
+    # all dropped (the "no edges" token K).
+    base = torch.tensor([0, 0, 0, 0, 2])
+    new = torch.tensor([[0, 5, 7, K], [0, 2, 5, K], [2, 5, 7, K],
+                        [0, 7, K, K], [K, K, K, K]])
+    new_lengths = torch.tensor([3, 3, 3, 2, 1])
+    out, leaf = extend_trie(trie, tokens[base], trie.leaf[base], new,
+                            new_lengths, K)
+    for i in range(3):  # the old sequences are still there
+        assert read_back(out, int(out.leaf[i])) == \
+            tokens[i, :lengths[i]].tolist()
+    for i in range(5):
+        assert read_back(out, int(leaf[i])) == new[i, :new_lengths[i]].tolist()
+    # Level order, parents one level up; shared prefixes reuse old nodes
+    # ([0, 2, 5] is a prefix of an old sequence: no new node for it).
+    level = torch.repeat_interleave(torch.arange(1, out.level_ptr.numel()),
+                                    out.level_ptr.diff())
+    has_parent = out.parent >= 0
+    assert torch.equal(level[out.parent[has_parent]] + 1, level[has_parent])
+    assert bool((level[~has_parent] == 1).all())
+    added = out.token.numel() - trie.token.numel()
+    # [0, 5, 7]: 2 after the shared [0]; [0, 2, 5]: none; [2, 5, 7]: 3;
+    # [0, 7]: 1; [K]: 1.
+    assert added == 2 + 0 + 3 + 1 + 1

@@ -4,7 +4,7 @@ import torch
 from torch import Tensor
 from torch.nn import LSTM, Embedding, Linear, Module
 
-from ..features import DegreeSets, PrefixTrie
+from ..features import DegreeSets, PrefixTrie, extend_trie, reverse_padded
 from ..resolve import resolve_graph
 from ..typed_graph import SourceWeights, TypedGraph
 from .trie_lstm import TrieLSTM
@@ -159,30 +159,58 @@ class DegreeEmbedding(Module):
                 without it, exactly as in the graph without those edges.
                 (default: :obj:`None`)
         """
-        rho = self.weights_of_sets(graph.degree, nodes)
+        degree = graph.degree
         if left_out is None:
-            return rho
-        keys, sets = graph.degree_without(*left_out)
+            return self.weights_of_sets(degree, nodes)
+        keys, base, rows, lengths = graph.degree_without(*left_out)
         if keys.numel() == 0:
-            return rho
-        extra = torch.softmax(self.lin(self.embed_sets(sets)), dim=-1)
-        return SourceWeights(torch.cat([rho.table, extra]), rho.index, keys,
-                             rho.table.size(0) + sets.index)
+            return self.weights_of_sets(degree, nodes)
+        # The changed sets join the tries as new leaves U, U + 1, ... (they
+        # share their prefixes, and suffixes, with the sets they come from).
+        K = self.num_edge_types
+        forward, forward_leaf = extend_trie(
+            degree.forward_trie, degree.tokens[base],
+            degree.forward_trie.leaf[base], rows, lengths, K)
+        backward, backward_leaf = extend_trie(
+            degree.backward_trie,
+            reverse_padded(degree.tokens[base], degree.lengths[base]),
+            degree.backward_trie.leaf[base], reverse_padded(rows, lengths),
+            lengths, K)
+        extended = degree._replace(
+            forward_trie=forward._replace(
+                leaf=torch.cat([forward.leaf, forward_leaf])),
+            backward_trie=backward._replace(
+                leaf=torch.cat([backward.leaf, backward_leaf])))
+        U = degree.tokens.size(0)
+        rho = self.weights_of_sets(extended, nodes, U + torch.arange(
+            keys.numel(), device=keys.device))
+        return rho._replace(override_key=keys,
+                            override_row=rho.table.size(0) - keys.numel() +
+                            torch.arange(keys.numel(), device=keys.device))
 
     def weights_of_sets(self, degree: DegreeSets,
-                        nodes: Optional[Tensor] = None) -> SourceWeights:
-        r""":meth:`source_weights` from given degree-type sets."""
-        if nodes is None:
-            rho = torch.softmax(self.lin(self.embed_sets(degree)), dim=-1)
-            return SourceWeights(rho, degree.index)
-        sets = torch.unique(degree.index[nodes])
-        rho = torch.softmax(self.lin(self.embed_sets(degree, sets)), dim=-1)
-        # Row of each set in `rho`; sets not computed point to a zero row.
-        row = torch.full((degree.tokens.size(0), ), sets.numel(),
-                         dtype=torch.long, device=sets.device)
-        row[sets] = torch.arange(sets.numel(), device=sets.device)
-        rho = torch.cat([rho, rho.new_zeros(1, rho.size(1))])
-        return SourceWeights(rho, row[degree.index])
+                        nodes: Optional[Tensor] = None,
+                        extra: Optional[Tensor] = None) -> SourceWeights:
+        r""":meth:`source_weights` from given degree-type sets (and the
+        rows of the sets :obj:`extra` of its tries, appended at the end of
+        the table)."""
+        U = degree.tokens.size(0)
+        device = degree.tokens.device
+        sets = torch.arange(U, device=device) if nodes is None else \
+            torch.unique(degree.index[nodes])
+        wanted = sets if extra is None else torch.cat([sets, extra])
+        rho = torch.softmax(self.lin(self.embed_sets(degree, wanted)),
+                            dim=-1)
+        table, rest = rho[:sets.numel()], rho[sets.numel():]
+        index = degree.index
+        if nodes is not None:
+            # Row of each set in `table`; sets not computed read a zero row.
+            row = torch.full((U, ), sets.numel(), dtype=torch.long,
+                             device=device)
+            row[sets] = torch.arange(sets.numel(), device=device)
+            table = torch.cat([table, table.new_zeros(1, table.size(1))])
+            index = row[index]
+        return SourceWeights(torch.cat([table, rest]), index)
 
     def config(self) -> dict:
         r"""The constructor arguments, to rebuild the layer."""
