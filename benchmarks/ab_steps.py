@@ -61,6 +61,12 @@ def run(checkout, dataset, batches):
     return float(out.stdout.split()[-1])
 
 
+def commit(checkout) -> str:
+    out = subprocess.run(['git', '-C', checkout, 'rev-parse', 'HEAD'],
+                         capture_output=True, text=True)
+    return out.stdout.strip() or 'unknown'
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument('a')
@@ -81,6 +87,8 @@ def main():
     name = os.path.basename(os.path.normpath(args.dataset))
     write_json(f'ab_steps_{name}.json', {
         'a': os.path.abspath(args.a), 'b': os.path.abspath(args.b),
+        'commits': [commit(args.a), commit(args.b)],
+        'command': ' '.join(sys.argv),
         'dataset': args.dataset, 'rounds': rounds, 'median_ratio': median,
         'machine': machine()})
 

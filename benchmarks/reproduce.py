@@ -3,6 +3,8 @@
     python benchmarks/reproduce.py --dataset kinship --model degreembed --seeds 0
     python benchmarks/reproduce.py --dataset family --model all --seeds 0 1 2
     python benchmarks/reproduce.py --table-only
+    python benchmarks/reproduce.py --dataset fb15k-237 --model degreembed \
+        --epochs 30 --checkpoint-dir runs/checkpoints   # rerun to resume
 
 Models: degreembed, drum, neurallp (the rank-one form) with the paper's
 settings (L = 2, T = 3, 128-d, Adam 1e-3, batch 128, early stopping on the
@@ -111,15 +113,22 @@ def train_kge(cls, data, seed, max_epochs=400,
                     'best_valid_mrr': best}
 
 
-def run(dataset, model_name, seed, epochs=None):
+def run(dataset, model_name, seed, epochs=None, checkpoint_dir=None):
     data = load_benchmark(dataset)
     if model_name in RULE_MODELS:
         _, cls, fixed = RULE_MODELS[model_name]
         seed_everything(seed)
         model = cls(data.num_relations, **{'num_steps': 2, 'rank': 3,
                                            **fixed})
-        info = fit_and_test(model, data,
-                            epochs or RULE_EPOCHS[dataset], seed)
+        resume = {}
+        if checkpoint_dir is not None:
+            # Rerunning the same command continues from the last epoch.
+            os.makedirs(checkpoint_dir, exist_ok=True)
+            resume = dict(checkpoint=os.path.join(
+                checkpoint_dir, f'{dataset}-{model_name}-seed{seed}.pt'),
+                resume=True)
+        info = fit_and_test(model, data, epochs or RULE_EPOCHS[dataset],
+                            seed, **resume)
     else:
         start = time.perf_counter()
         model, info = train_kge(KGE_MODELS[model_name][1], data, seed)
@@ -192,6 +201,10 @@ if __name__ == '__main__':
     parser.add_argument('--seeds', type=int, nargs='+', default=[0])
     parser.add_argument('--epochs', type=int, default=None,
                         help='epoch budget of the rule models')
+    parser.add_argument('--checkpoint-dir', default=None,
+                        help='write a checkpoint per rule-model run there '
+                        'after every epoch and resume from it when it '
+                        'exists (long runs over several sittings)')
     parser.add_argument('--table-only', action='store_true')
     parser.add_argument('--no-readme', action='store_true',
                         help='leave README.md alone (table.md is written)')
@@ -205,5 +218,6 @@ if __name__ == '__main__':
             raise SystemExit(f'{args.dataset}: no folder at {SHARED}')
         for model in models:
             for seed in args.seeds:
-                run(args.dataset, model, seed, args.epochs)
+                run(args.dataset, model, seed, args.epochs,
+                    args.checkpoint_dir)
     write_table(readme=not args.no_readme)

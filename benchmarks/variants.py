@@ -4,12 +4,22 @@ closes (or not) the gap to the paper's Kinship figure.
     python benchmarks/variants.py --dataset kinship --seeds 0
 
 Variants (everything else as in reproduce.py):
-  default     the paper's settings (L = 2, T = 3, nll loss, Adam 1e-3)
+  default     the library's defaults (L = 2, T = 3, nll loss, Adam 1e-3,
+              degree embedding learning rate 1e-4)
+  same-lr     one learning rate (1e-3) for all parameters, the default
+              before edge_weight_lr
+  ewlrX       learning rate X for the degree embedding
   frozen-rho  the degree embedding left at its random initialisation, as in
               the authors' code, where rho is detached (METHOD.md fault 1)
-  steps3      L = 3
-  bce         the paper's binary cross-entropy loss
-  lr3e-3      learning rate 3e-3
+  uniform-rho rho = 1 / K for every entity and type, frozen (DRUM with the
+              edge operators scaled by 1 / K against the identity): tells
+              whether frozen-rho gains by its scale or by its per-entity
+              values
+  steps3      L = 3 (with same-lr)
+  bce         the paper's binary cross-entropy loss (with same-lr)
+  lr3e-3      learning rate 3e-3 (with same-lr)
+  dropoutP    dropout P on the degree embedding's BiLSTM output (training;
+              with same-lr)
 Writes results/variants/<dataset>-<variant>-seed<k>.json and
 results/variants_<dataset>.md (validation MRR, the selection criterion,
 beside the test metrics).
@@ -20,29 +30,52 @@ import json
 import os
 import statistics
 
+import torch
 from torch_geometric import seed_everything
 
 from common import RESULTS, fit_and_test, load_benchmark, save_run
 from pyg_degreembed import DegreEmbedReasoner, retain_freed_memory
 from reproduce import RULE_EPOCHS
 
+
+def freeze(model):
+    model.edge_weight.requires_grad_(False)
+
+
+def uniform(model):
+    # rho = softmax(0) = 1 / K for every entity and type, frozen.
+    torch.nn.init.zeros_(model.edge_weight.lin.weight)
+    torch.nn.init.zeros_(model.edge_weight.lin.bias)
+    freeze(model)
+
+
+# name: (model arguments, fit arguments, change to the built model).
+# Variants made of one learning rate for all parameters (the default until
+# edge_weight_lr) say so with edge_weight_lr=None.
+SAME_LR = {'edge_weight_lr': None}
 VARIANTS = {
-    'default': ({}, {}),
-    'frozen-rho': ({}, {}),
-    'steps3': ({'num_steps': 3}, {}),
-    'bce': ({}, {'loss': 'bce'}),
-    'lr3e-3': ({}, {'lr': 3e-3}),
+    'default': ({}, {}, None),
+    'same-lr': ({}, SAME_LR, None),
+    'ewlr3e-4': ({}, {'edge_weight_lr': 3e-4}, None),
+    'ewlr3e-5': ({}, {'edge_weight_lr': 3e-5}, None),
+    'frozen-rho': ({}, {}, freeze),
+    'uniform-rho': ({}, {}, uniform),
+    'steps3': ({'num_steps': 3}, SAME_LR, None),
+    'bce': ({}, {'loss': 'bce', **SAME_LR}, None),
+    'lr3e-3': ({}, {'lr': 3e-3, **SAME_LR}, None),
+    'dropout0.2': ({'degree_dropout': 0.2}, SAME_LR, None),
+    'dropout0.5': ({'degree_dropout': 0.5}, SAME_LR, None),
 }
 
 
 def run(dataset: str, variant: str, seed: int):
     data = load_benchmark(dataset)
-    model_kwargs, fit_kwargs = VARIANTS[variant]
+    model_kwargs, fit_kwargs, change = VARIANTS[variant]
     seed_everything(seed)
     model = DegreEmbedReasoner(data.num_relations,
                                **{'num_steps': 2, 'rank': 3, **model_kwargs})
-    if variant == 'frozen-rho':
-        model.edge_weight.requires_grad_(False)
+    if change is not None:
+        change(model)
     info = fit_and_test(model, data,
                         RULE_EPOCHS[dataset], seed, **fit_kwargs)
     path = save_run(
@@ -50,7 +83,7 @@ def run(dataset: str, variant: str, seed: int):
         {'dataset': dataset, 'variant': variant, 'seed': seed}, info)
     print(f'{dataset} {variant} seed {seed}: valid MRR '
           f'{info["best_valid_mrr"]:.3f}, test MRR '
-          f'{info["test"]["realistic"]["mrr"]:.3f} -> {path}')
+          f'{info["test"]["realistic"]["mrr"]:.3f} -> {path}', flush=True)
 
 
 def table(dataset: str) -> str:

@@ -114,6 +114,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help='training queries per step')
     p.add_argument('--lr', type=float, default=fit_default['lr'],
                    help='Adam learning rate')
+    p.add_argument('--edge-weight-lr', type=_rate_or_none,
+                   default=fit_default['edge_weight_lr'],
+                   help="learning rate of the degree embedding ('none': "
+                   "--lr, how checkpoints written before this option "
+                   "were trained)")
     p.add_argument('--loss', default=fit_default['loss'],
                    choices=['nll', 'bce'], help='training loss')
     p.add_argument('--seed', type=int, default=fit_default['seed'],
@@ -131,7 +136,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--overwrite', action='store_true',
                    help='replace an existing --checkpoint')
     p.add_argument('--allow-config-change', action='store_true',
-                   help='with --resume: accept other --lr, --batch-size, '
+                   help='with --resume: accept other --lr, --edge-weight-lr, '
+                   '--batch-size, '
                    '--seed, --loss or --patience than the checkpoint had')
     p.add_argument('--json', default=None,
                    help='metrics file (None: the checkpoint with .json)')
@@ -219,6 +225,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _rate_or_none(text: str) -> Optional[float]:
+    if text.lower() == 'none':
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a number or 'none', got {text!r}") from None
+
+
 def _defaults(function) -> dict:
     return {name: p.default for name, p in
             inspect.signature(function).parameters.items()
@@ -273,7 +289,8 @@ def cmd_train(args):
         print(f'{data.num_nodes} entities, {data.num_relations} relations, '
               f'{data.train_edge_type.numel()} training triples; {model}')
     fit(model, data, epochs=args.epochs, batch_size=args.batch_size,
-        lr=args.lr, patience=args.patience, loss=args.loss, seed=args.seed,
+        lr=args.lr, edge_weight_lr=args.edge_weight_lr,
+        patience=args.patience, loss=args.loss, seed=args.seed,
         device=device, progress=not args.no_progress,
         progress_interval=args.progress_interval, checkpoint=checkpoint,
         resume=args.resume, overwrite=args.overwrite,

@@ -88,6 +88,7 @@ def fit(
     epochs: int = 20,
     batch_size: int = 128,
     lr: float = 1e-3,
+    edge_weight_lr: Optional[float] = 1e-4,
     patience: int = 3,
     clip_norm: Optional[float] = 5.0,
     loss: str = 'nll',
@@ -128,6 +129,14 @@ def fit(
         epochs (int, optional): Maximum number of epochs. (default: :obj:`20`)
         batch_size (int, optional): Queries per step. (default: :obj:`128`)
         lr (float, optional): Adam learning rate. (default: :obj:`1e-3`)
+        edge_weight_lr (float, optional): The learning rate of the model's
+            edge weight (the degree embedding of DegreEmbed); :obj:`None`
+            for :obj:`lr`.  Chosen on validation, one value for all KGs:
+            a degree embedding that learns as fast as the rule controllers
+            fits each entity's training queries where degree-type sets are
+            unique per entity (Kinship: validation MRR 0.634 with
+            :obj:`lr`, 0.684 with :obj:`1e-4`; Family and UMLS as good or
+            better).  (default: :obj:`1e-4`)
         patience (int, optional): Epochs without a better validation MRR
             before stopping. (default: :obj:`3`)
         clip_norm (float, optional): Gradient-norm clipping; :obj:`None` for
@@ -158,7 +167,8 @@ def fit(
             :mod:`pyg_degreembed.checkpoint`. (default: :obj:`None`)
         resume (bool, optional): Continue from :obj:`checkpoint` if it
             exists; refused if the checkpoint's KG, model or training
-            settings (:obj:`lr`, :obj:`batch_size`, :obj:`seed`,
+            settings (:obj:`lr`, :obj:`edge_weight_lr`, :obj:`batch_size`,
+            :obj:`seed`,
             :obj:`loss`, :obj:`clip_norm`, :obj:`patience`; not
             :obj:`epochs`) differ. (default: :obj:`False`)
         overwrite (bool, optional): Replace an existing :obj:`checkpoint`
@@ -176,6 +186,8 @@ def fit(
     """
     _check_settings(epochs, batch_size, lr, patience, clip_norm, loss,
                     eval_batch_size)
+    if edge_weight_lr is not None:
+        _check_lr(edge_weight_lr, 'edge_weight_lr')
     if not progress_interval >= 0:
         raise ValueError(f"'progress_interval' must be at least 0, got "
                          f'{progress_interval}')
@@ -190,11 +202,12 @@ def fit(
     device = torch.device(device) if device is not None else \
         next(model.parameters()).device
     model.to(device)
-    run = _Run(model, data, torch.optim.Adam(model.parameters(), lr=lr),
+    run = _Run(model, data, torch.optim.Adam(
+        parameter_groups(model, edge_weight_lr), lr=lr),
                torch.Generator().manual_seed(seed), dict(
                    epochs=epochs, batch_size=batch_size, lr=lr,
-                   patience=patience, clip_norm=clip_norm, loss=loss,
-                   seed=seed))
+                   edge_weight_lr=edge_weight_lr, patience=patience,
+                   clip_norm=clip_norm, loss=loss, seed=seed))
     if run.kg.train_edge_type.numel() == 0:
         raise ValueError('The KG has no training triples')
     broadcast_parameters(model)
@@ -221,12 +234,28 @@ def _check_settings(epochs, batch_size, lr, patience, clip_norm, loss,
         if not isinstance(value, int) or value < 1:
             raise ValueError(f"'{name}' must be a positive integer, got "
                              f'{value!r}')
-    if not math.isfinite(lr) or lr < 0:
-        raise ValueError(f"'lr' must be a finite number >= 0, got {lr}")
+    _check_lr(lr, 'lr')
     if clip_norm is not None and (not math.isfinite(clip_norm) or
                                   clip_norm <= 0):
         raise ValueError(f"'clip_norm' must be a positive finite number or "
                          f'None, got {clip_norm}')
+
+
+def _check_lr(lr, name: str):
+    if not math.isfinite(lr) or lr < 0:
+        raise ValueError(f"'{name}' must be a finite number >= 0, got {lr}")
+
+
+def parameter_groups(model: torch.nn.Module,
+                     edge_weight_lr: Optional[float] = None):
+    r"""The model's parameters for the optimizer: one group, or the edge
+    weight's parameters apart with learning rate :obj:`edge_weight_lr`."""
+    edge_weight = getattr(model, 'edge_weight', None)
+    if edge_weight_lr is None or edge_weight is None:
+        return model.parameters()
+    own = {id(p) for p in edge_weight.parameters()}
+    return [{'params': [p for p in model.parameters() if id(p) not in own]},
+            {'params': list(edge_weight.parameters()), 'lr': edge_weight_lr}]
 
 
 def _fit_epochs(run, model, device, epochs, batch_size, clip_norm, loss,

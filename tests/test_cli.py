@@ -104,3 +104,17 @@ def test_plot_command(trained, tmp_path, capsys):
     out = tmp_path / 'tsne.png'
     assert main(['plot', '--checkpoint', checkpoint, '--out', str(out)]) == 0
     assert out.read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
+
+
+def test_edge_weight_lr_option(capsys):
+    from pyg_degreembed.cli import build_parser
+    parser = build_parser()
+    args = parser.parse_args(['train', '--edge-weight-lr', 'none'])
+    assert args.edge_weight_lr is None
+    assert parser.parse_args(['train']).edge_weight_lr == 1e-4
+    assert parser.parse_args(['train', '--edge-weight-lr', '3e-4']
+                             ).edge_weight_lr == 3e-4
+    with pytest.raises(SystemExit):
+        parser.parse_args(['train', '--edge-weight-lr', 'fast'])
+    assert "expected a number or 'none', got 'fast'" in \
+        capsys.readouterr().err

@@ -1,3 +1,4 @@
+import pytest
 import torch
 from torch.nn.utils.rnn import pack_padded_sequence
 
@@ -113,3 +114,31 @@ def test_degree_embedding_gradient_matches_finite_differences(toy_kg):
 def test_repr():
     assert repr(DegreeEmbedding(6, 8, 5)) == \
         'DegreeEmbedding(6, embedding_dim=8, hidden_channels=5)'
+
+
+def test_dropout_acts_in_training_only_and_is_saved(toy_kg, tmp_path):
+    from pyg_degreembed import fit
+    from pyg_degreembed.checkpoint import (load_checkpoint,
+                                           model_from_checkpoint, model_spec)
+    graph = toy_graph(toy_kg)
+    torch.manual_seed(0)
+    plain = DegreeEmbedding(6, 8, 5)
+    torch.manual_seed(0)
+    layer = DegreeEmbedding(6, 8, 5, dropout=0.5)
+    assert 'dropout=0.5' in repr(layer)
+    layer.eval()  # evaluation: the same function as without dropout
+    assert torch.equal(layer(graph), plain(graph))
+    layer.train()  # training: H is dropped at random, rows still sum to 1
+    first, second = layer(graph), layer(graph)
+    assert not torch.equal(first, second)
+    assert torch.allclose(first.sum(-1), torch.ones(6))
+    with pytest.raises(ValueError, match="'dropout' must be in"):
+        DegreeEmbedding(6, dropout=1.0)
+    model = DegreEmbedReasoner(3, degree_dropout=0.25, embedding_dim=8,
+                               hidden_channels=4)
+    assert model.edge_weight.dropout == 0.25
+    assert model_spec(model)['edge_weight']['config']['dropout'] == 0.25
+    path = str(tmp_path / 'model.pt')
+    fit(model, toy_kg, epochs=1, checkpoint=path, progress=False, log=None)
+    rebuilt = model_from_checkpoint(load_checkpoint(path))
+    assert rebuilt.edge_weight.dropout == 0.25

@@ -91,3 +91,34 @@ def test_early_stopping():
                  log=None)
     # With lr = 0 nothing improves after epoch 1.
     assert result.best_epoch == 1 and len(result.history) == 3
+
+
+def test_edge_weight_learning_rate_applies_to_the_degree_embedding_only(
+        tmp_path):
+    from pyg_degreembed import DegreEmbedReasoner
+    from pyg_degreembed.checkpoint import load_checkpoint
+    data = chain_kg()
+
+    def train(edge_weight_lr, **kwargs):
+        seed_everything(0)
+        model = DegreEmbedReasoner(data.num_relations, embedding_dim=8,
+                                   hidden_channels=4)
+        before = {n: p.clone() for n, p in model.named_parameters()}
+        fit(model, data, epochs=1, patience=1, edge_weight_lr=edge_weight_lr,
+            progress=False, log=None, **kwargs)
+        return {n: not torch.equal(before[n], p)
+                for n, p in model.named_parameters()}, model
+
+    moved, model = train(0.)  # a frozen degree embedding, in effect
+    assert not any(v for n, v in moved.items() if n.startswith('edge_'))
+    assert all(v for n, v in moved.items() if not n.startswith('edge_'))
+    moved, _ = train(None)
+    assert all(moved.values())
+    path = tmp_path / 'run.pt'
+    train(1e-4, checkpoint=str(path))
+    payload = load_checkpoint(str(path))
+    assert payload['fit']['edge_weight_lr'] == 1e-4
+    groups = payload['state']['optimizer']['param_groups']
+    assert [g['lr'] for g in groups] == [1e-3, 1e-4]
+    with pytest.raises(ValueError, match="'edge_weight_lr' must be"):
+        fit(model, data, edge_weight_lr=-1.)

@@ -1,6 +1,7 @@
 from typing import Any, Optional, Tuple
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 from torch.nn import LSTM, Embedding, Linear, Module
 
@@ -49,6 +50,11 @@ class DegreeEmbedding(Module):
             embeddings. (default: :obj:`128`)
         hidden_channels (int, optional): Hidden size :math:`d` of each LSTM
             direction. (default: :obj:`128`)
+        dropout (float, optional): Dropout probability on
+            :math:`\mathbf{H}_e` during training (a regulariser: with one
+            degree-type set per entity, as on Kinship, :math:`\rho` can
+            otherwise fit each entity's training queries).
+            (default: :obj:`0.0`)
 
     Used on its own it takes the graph the PyG way, :obj:`rho =
     layer(edge_index, edge_type)` (or :obj:`layer(data)`, see
@@ -61,11 +67,14 @@ class DegreeEmbedding(Module):
         - **output:** :math:`\rho` of shape :math:`(N, K)`, rows summing to 1
     """
     def __init__(self, num_edge_types: int, embedding_dim: int = 128,
-                 hidden_channels: int = 128):
+                 hidden_channels: int = 128, dropout: float = 0.0):
         super().__init__()
+        if not 0 <= dropout < 1:
+            raise ValueError(f"'dropout' must be in [0, 1), got {dropout!r}")
         self.num_edge_types = num_edge_types
         self.embedding_dim = embedding_dim
         self.hidden_channels = hidden_channels
+        self.dropout = dropout
         # Token num_edge_types is the "no edges" token.
         self.embedding = Embedding(num_edge_types + 1, embedding_dim)
         self.lstm = LSTM(embedding_dim, hidden_channels, batch_first=True,
@@ -199,8 +208,9 @@ class DegreeEmbedding(Module):
         sets = torch.arange(U, device=device) if nodes is None else \
             torch.unique(degree.index[nodes])
         wanted = sets if extra is None else torch.cat([sets, extra])
-        rho = torch.softmax(self.lin(self.embed_sets(degree, wanted)),
-                            dim=-1)
+        hidden = F.dropout(self.embed_sets(degree, wanted), self.dropout,
+                           self.training)
+        rho = torch.softmax(self.lin(hidden), dim=-1)
         table, rest = rho[:sets.numel()], rho[sets.numel():]
         index = degree.index
         if nodes is not None:
@@ -213,15 +223,21 @@ class DegreeEmbedding(Module):
         return SourceWeights(torch.cat([table, rest]), index)
 
     def config(self) -> dict:
-        r"""The constructor arguments, to rebuild the layer."""
-        return dict(num_edge_types=self.num_edge_types,
-                    embedding_dim=self.embedding_dim,
-                    hidden_channels=self.hidden_channels)
+        r"""The constructor arguments, to rebuild the layer (:obj:`dropout`
+        only when set, so that checkpoints of layers without it read as
+        before)."""
+        config = dict(num_edge_types=self.num_edge_types,
+                      embedding_dim=self.embedding_dim,
+                      hidden_channels=self.hidden_channels)
+        if self.dropout:
+            config['dropout'] = self.dropout
+        return config
 
     def __repr__(self) -> str:
         return (f'{self.__class__.__name__}({self.num_edge_types}, '
                 f'embedding_dim={self.embedding_dim}, '
-                f'hidden_channels={self.hidden_channels})')
+                f'hidden_channels={self.hidden_channels}'
+                f'{f", dropout={self.dropout}" if self.dropout else ""})')
 
 
 def _needed_nodes(trie: PrefixTrie, sets: Tensor):

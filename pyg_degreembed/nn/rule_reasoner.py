@@ -438,10 +438,17 @@ class DegreEmbedReasoner(RuleReasoner):
     embedding into logic rule learning for knowledge graph reasoning" paper
     (Li et al.): :obj:`RuleReasoner(num_relations, ...,
     edge_weight=DegreeEmbedding(2 * num_relations, embedding_dim,
-    hidden_channels))`, trained end to end.  Takes the arguments of
-    :class:`RuleReasoner` except :obj:`edge_weight`; the degree embedding
-    uses the model's :obj:`embedding_dim` and :obj:`hidden_channels`."""
-    def __init__(self, num_relations: int, **kwargs):
+    hidden_channels, degree_dropout))`, trained end to end.  Takes the
+    arguments of :class:`RuleReasoner` except :obj:`edge_weight`; the degree
+    embedding uses the model's :obj:`embedding_dim` and
+    :obj:`hidden_channels`.
+
+    Args:
+        degree_dropout (float, optional): The degree embedding's
+            :obj:`dropout`. (default: :obj:`0.0`)
+    """
+    def __init__(self, num_relations: int, degree_dropout: float = 0.0,
+                 **kwargs):
         if 'edge_weight' in kwargs:
             raise TypeError("DegreEmbedReasoner builds its own edge weight; "
                             "use RuleReasoner(..., edge_weight=...) for "
@@ -451,7 +458,8 @@ class DegreEmbedReasoner(RuleReasoner):
         # the same seed).
         self.edge_weight = DegreeEmbedding(2 * num_relations,
                                            self.embedding_dim,
-                                           self.hidden_channels)
+                                           self.hidden_channels,
+                                           degree_dropout)
 
     def __repr__(self) -> str:
         return (f'{self.__class__.__name__}({self.num_relations}, '
