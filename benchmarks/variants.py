@@ -17,9 +17,11 @@ Variants (everything else as in reproduce.py):
               values
   steps3      L = 3 (with same-lr)
   bce         the paper's binary cross-entropy loss (with same-lr)
+  default-bce the defaults with the binary cross-entropy loss
   lr3e-3      learning rate 3e-3 (with same-lr)
   dropoutP    dropout P on the degree embedding's BiLSTM output (training;
               with same-lr)
+  default-dropoutP  the defaults with that dropout
 Writes results/variants/<dataset>-<variant>-seed<k>.json and
 results/variants_<dataset>.md (validation MRR, the selection criterion,
 beside the test metrics).
@@ -62,9 +64,11 @@ VARIANTS = {
     'uniform-rho': ({}, {}, uniform),
     'steps3': ({'num_steps': 3}, SAME_LR, None),
     'bce': ({}, {'loss': 'bce', **SAME_LR}, None),
+    'default-bce': ({}, {'loss': 'bce'}, None),
     'lr3e-3': ({}, {'lr': 3e-3, **SAME_LR}, None),
     'dropout0.2': ({'degree_dropout': 0.2}, SAME_LR, None),
     'dropout0.5': ({'degree_dropout': 0.5}, SAME_LR, None),
+    'default-dropout0.5': ({'degree_dropout': 0.5}, {}, None),
 }
 
 

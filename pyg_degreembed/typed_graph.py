@@ -158,14 +158,9 @@ class SourceWeights(NamedTuple):
         return self.table.reshape(-1).index_select(
             0, row * self.table.size(1) + edge_type)
 
-    def to_dense(self, query: Optional[int] = None) -> Tensor:
-        r"""The :obj:`[N, K]` matrix (as query :obj:`query` sees it, if
-        given)."""
-        if query is None:
-            return self.table.index_select(0, self.index)
-        nodes = torch.arange(self.index.numel(), device=self.index.device)
-        column = torch.full_like(nodes, query * self.columns_per_query)
-        return self.table.index_select(0, self.rows(nodes, column))
+    def to_dense(self) -> Tensor:
+        r"""The :obj:`[N, K]` matrix of the shared rows."""
+        return self.table.index_select(0, self.index)
 
 
 class TypedGraph:
