@@ -24,6 +24,7 @@ from typing import Any, List, Optional, Sequence, Tuple
 import torch
 from torch.nn import Module
 
+from .kg import edge_type_name
 from .rules import _atom
 from .typed_graph import TypedGraph
 
@@ -96,7 +97,8 @@ class Explanation:
                 if node not in graph:
                     graph.add_node(node, name=entity(node), role='')
             graph.add_edge(u, v, key=k, relation=k,
-                           name=_relation_label(k, relation_names),
+                           name=str(k) if relation_names is None else
+                           edge_type_name(relation_names, k),
                            weight=w, share=w / self.score if self.score
                            else 0.)
         return graph
@@ -185,15 +187,6 @@ def explain(model: Module, graph: Any, head: int, relation: int, tail: int,
     if max_paths is not None:
         paths = paths[:max_paths]
     return Explanation(head, relation, tail, score, paths)
-
-
-def _relation_label(edge_type: int,
-                    relation_names: Optional[Sequence[str]]) -> str:
-    if relation_names is None:
-        return str(edge_type)
-    R = len(relation_names)
-    return relation_names[edge_type] if edge_type < R else \
-        'inv_' + relation_names[edge_type - R]
 
 
 def _reaching(graph: TypedGraph, tail: int, num_steps: int):

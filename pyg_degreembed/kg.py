@@ -187,12 +187,18 @@ def all_triples(data: Data) -> Tensor:
 
 
 def relation_name(data: Data, edge_type: int) -> str:
+    r"""The name of edge type :obj:`edge_type` of a KG (see
+    :func:`edge_type_name`)."""
+    return edge_type_name(data.relation_names, edge_type)
+
+
+def edge_type_name(relation_names: Sequence[str], edge_type: int) -> str:
     r"""The name of edge type :obj:`edge_type`, with :obj:`inv_` prefixed for
-    inverse types :obj:`>= num_relations`."""
-    R = data.num_relations
+    inverse types :obj:`>= R`, the number of names."""
+    R = len(relation_names)
     if edge_type >= R:
-        return 'inv_' + data.relation_names[edge_type - R]
-    return data.relation_names[edge_type]
+        return 'inv_' + relation_names[edge_type - R]
+    return relation_names[edge_type]
 
 
 def _names(names: Optional[Sequence[str]], n: int, prefix: str) -> List[str]:
