@@ -25,6 +25,14 @@ SPLITS = ('facts', 'train', 'valid', 'test')
 GRAPH_SPLITS = ('facts', 'train')
 
 
+def check_positive_ints(**values):
+    r"""Refuses any argument that is not a positive :obj:`int`, naming it."""
+    for name, value in values.items():
+        if not isinstance(value, int) or value < 1:
+            raise ValueError(f"'{name}' must be a positive integer, got "
+                             f'{value!r}')
+
+
 def index_tensor(value, name: str) -> Tensor:
     r"""Returns :obj:`value` (a tensor, a list or an int) as a :obj:`long`
     tensor of ids; floating-point, complex and boolean values are refused

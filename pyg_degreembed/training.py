@@ -17,7 +17,7 @@ from .distributed import (all_reduce_gradients, all_reduce_sum,
                           broadcast_parameters, world)
 from .evaluation import TrueAnswers, both_directions, rank_queries
 from .files import check_writable, exclusive
-from .kg import all_triples, split_triples
+from .kg import all_triples, check_positive_ints, split_triples
 from .progress import Progress, log_line
 from .threads import ThreadGuard, training_probe
 from .version import __version__
@@ -228,12 +228,8 @@ def _check_settings(epochs, batch_size, lr, patience, clip_norm, loss,
                     eval_batch_size):
     if loss not in LOSSES:
         raise ValueError(f"'loss' must be one of {LOSSES}, got {loss!r}")
-    for name, value in (('epochs', epochs), ('batch_size', batch_size),
-                        ('patience', patience),
-                        ('eval_batch_size', eval_batch_size)):
-        if not isinstance(value, int) or value < 1:
-            raise ValueError(f"'{name}' must be a positive integer, got "
-                             f'{value!r}')
+    check_positive_ints(epochs=epochs, batch_size=batch_size,
+                        patience=patience, eval_batch_size=eval_batch_size)
     _check_lr(lr, 'lr')
     if clip_norm is not None and (not math.isfinite(clip_norm) or
                                   clip_norm <= 0):

@@ -7,7 +7,7 @@ from torch.nn import LSTM, Embedding, Linear, Module, ModuleList
 from torch.utils.checkpoint import checkpoint
 from torch_geometric.nn.inits import reset
 
-from ..kg import index_tensor, query_edges
+from ..kg import check_positive_ints, index_tensor, query_edges
 from ..resolve import resolve_graph
 from ..typed_graph import Signals, SourceWeights, TypedGraph
 from .degree_embedding import DegreeEmbedding
@@ -85,13 +85,10 @@ class RuleReasoner(Module):
                  eps: float = 1e-20, recompute: bool = False,
                  edge_weight: Optional[Module] = None):
         super().__init__()
-        for name, value in (('num_relations', num_relations),
-                            ('num_steps', num_steps), ('rank', rank),
-                            ('embedding_dim', embedding_dim),
-                            ('hidden_channels', hidden_channels)):
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"'{name}' must be a positive integer, got "
-                                 f'{value!r}')
+        check_positive_ints(num_relations=num_relations,
+                            num_steps=num_steps, rank=rank,
+                            embedding_dim=embedding_dim,
+                            hidden_channels=hidden_channels)
         if edge_weight is not None and not callable(
                 getattr(edge_weight, 'source_weights', None)):
             raise TypeError(f"'edge_weight' must be a module with a method "
