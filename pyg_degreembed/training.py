@@ -218,10 +218,9 @@ def fit(
         log=log if run.is_main else None)
     with exclusive(checkpoint) if checkpoint is not None and run.is_main \
             else nullcontext(), run.guard:
-        return _fit_epochs(run, model, device, epochs, batch_size,
-                           clip_norm, loss, patience, eval_batch_size,
-                           progress, progress_interval, log, checkpoint,
-                           resume, allow_config_change, callback)
+        return _fit_epochs(run, device, eval_batch_size, progress,
+                           progress_interval, log, checkpoint, resume,
+                           allow_config_change, callback)
 
 
 def _check_settings(epochs, batch_size, lr, patience, clip_norm, loss,
@@ -254,9 +253,10 @@ def parameter_groups(model: torch.nn.Module,
             {'params': list(edge_weight.parameters()), 'lr': edge_weight_lr}]
 
 
-def _fit_epochs(run, model, device, epochs, batch_size, clip_norm, loss,
-                patience, eval_batch_size, progress, progress_interval, log,
-                checkpoint, resume, allow_config_change, callback):
+def _fit_epochs(run, device, eval_batch_size, progress, progress_interval,
+                log, checkpoint, resume, allow_config_change, callback):
+    # The loop over epochs; the training settings are run.settings.
+    model, settings = run.model, run.settings
     first_epoch = 1
     if resume and os.path.exists(checkpoint):
         first_epoch = run.resume(checkpoint, device, allow_config_change)
@@ -268,9 +268,10 @@ def _fit_epochs(run, model, device, epochs, batch_size, clip_norm, loss,
         return Progress(total, desc, enabled=progress and run.is_main,
                         interval=progress_interval, log=log)
 
-    for epoch in range(first_epoch, epochs + 1):
+    for epoch in range(first_epoch, settings['epochs'] + 1):
         mean_loss, seconds = run.train_epoch(
-            epoch, batch_size, clip_norm, loss, reporter, callback)
+            epoch, settings['batch_size'], settings['clip_norm'],
+            settings['loss'], reporter, callback)
         valid_mrr = rank_queries(
             model, run.graph, run.valid, run.true_answers, eval_batch_size,
             progress=lambda total: reporter(total, f'validation {epoch}')
@@ -280,7 +281,7 @@ def _fit_epochs(run, model, device, epochs, batch_size, clip_norm, loss,
             log(f'epoch {epoch:3d}  loss {mean_loss:.4f}  '
                 f'time {seconds:6.2f}s  valid MRR {valid_mrr:.4f}'
                 f'{"  *" if improved else ""}')
-        stop = epoch - run.result.best_epoch >= patience
+        stop = epoch - run.result.best_epoch >= settings['patience']
         if checkpoint is not None and run.is_main:
             run.save(checkpoint, epoch, stop)
         if stop:
