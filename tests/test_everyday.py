@@ -133,7 +133,10 @@ def test_progress_lines_when_not_a_terminal():
     silent = []
     fit(model, chain_kg(), epochs=1, batch_size=16, progress=False,
         progress_interval=0, log=silent.append)
-    assert len(silent) == 1
+    # The epoch line only (and a 'threads:' line if the thread guard moves
+    # to one thread on a busy machine).
+    assert [line for line in silent if not line.startswith('threads:')] \
+        == silent[-1:] and silent[-1].startswith('epoch   1  loss')
 
 
 def test_cli_progress_reaches_a_log_file(tmp_path):
