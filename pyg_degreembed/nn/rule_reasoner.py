@@ -51,7 +51,10 @@ class RuleReasoner(Module):
       :math:`N` entities, as a tensor of shape :obj:`[N, K]` or as
       :class:`~pyg_degreembed.SourceWeights` (rows of entities outside
       :obj:`nodes` are never read), e.g. weights from pre-trained entity
-      embeddings.
+      embeddings.  If that method also takes :obj:`left_out` (as the
+      degree embedding's does), it receives the edges each training query
+      leaves out, so that weights computed from the edges leave them out
+      too.
 
     Args:
         num_relations (int): The number :math:`R` of KG relations.
@@ -162,7 +165,7 @@ class RuleReasoner(Module):
                 queries do not see, :obj:`(src, edge_type, dst, query)`,
                 passed on to an edge weight whose :obj:`source_weights`
                 takes :obj:`left_out` (as
-                :class:`~pyg_degreembed.nn.DegreeEmbedding` does: its
+                :class:`~pyg_degreembed.DegreeEmbedding` does: its
                 features depend on the edges). (default: :obj:`None`)
         """
         if self.edge_weight is None:
