@@ -142,3 +142,26 @@ def test_dropout_acts_in_training_only_and_is_saved(toy_kg, tmp_path):
     fit(model, toy_kg, epochs=1, checkpoint=path, progress=False, log=None)
     rebuilt = model_from_checkpoint(load_checkpoint(path))
     assert rebuilt.edge_weight.dropout == 0.25
+
+
+def test_per_query_rows_for_some_nodes_equal_full_rows(random_graph):
+    from pyg_degreembed.kg import query_edges
+    edge_index, edge_type, N, K = random_graph
+    graph = TypedGraph(*random_graph)
+    layer = DegreeEmbedding(K, 8, 5)
+    edges = torch.tensor([0, 45, 10, 17])
+    head, relation = edge_index[0, edges], edge_type[edges]
+    left_out = query_edges(head, relation, edge_index[1, edges], K // 2)
+    full = layer.source_weights(graph, left_out=left_out)
+    nodes = torch.tensor([3, 8, 5])
+    part = layer.source_weights(graph, nodes, left_out=left_out)
+    assert full.override_key.numel() > 0
+    assert torch.equal(part.override_key, full.override_key)
+    # Every (query, node in `nodes`, type): the same weight both ways.
+    query = torch.arange(4).repeat_interleave(3 * K)
+    src = nodes.repeat_interleave(K).repeat(4)
+    typ = torch.arange(K).repeat(12)
+    assert torch.allclose(part.at(src, typ, query), full.at(src, typ, query),
+                          atol=1e-6)
+    # ... and a changed set reads another row than the shared one.
+    assert not torch.allclose(full.at(src, typ, query), full.at(src, typ))
