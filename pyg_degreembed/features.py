@@ -1,5 +1,5 @@
 r"""Degree features: the set of edge types leaving each entity."""
-from typing import NamedTuple, Tuple
+from typing import NamedTuple
 
 import torch
 from torch import Tensor
@@ -64,8 +64,7 @@ def prefix_trie(tokens: Tensor, lengths: Tensor) -> PrefixTrie:
 
 
 def extend_trie(trie: PrefixTrie, base: Tensor, base_leaf: Tensor,
-                tokens: Tensor, lengths: Tensor,
-                pad: int) -> Tuple[PrefixTrie, Tensor]:
+                tokens: Tensor, lengths: Tensor) -> PrefixTrie:
     r"""Adds sequences to a :class:`PrefixTrie` that share a prefix with
     sequences already in it (a degree-type set without one or two of its
     types), without rebuilding it: new sequence :math:`m` reuses the trie
@@ -79,15 +78,14 @@ def extend_trie(trie: PrefixTrie, base: Tensor, base_leaf: Tensor,
             right-padded, shape :obj:`[M, S]`.
         base_leaf (torch.Tensor): The node of each :obj:`base` sequence,
             shape :obj:`[M]`.
-        tokens (torch.Tensor): The new sequences, right-padded with
-            :obj:`pad`, shape :obj:`[M, S]`.
+        tokens (torch.Tensor): The new sequences, right-padded, shape
+            :obj:`[M, S]`.
         lengths (torch.Tensor): Their lengths, shape :obj:`[M]`; each must
             differ from its :obj:`base` within :obj:`base`'s length.
-        pad (int): The padding token.
 
-    :rtype: (:class:`PrefixTrie`, :class:`torch.Tensor`): the trie with the
-        new nodes (old nodes renumbered, :obj:`leaf` of the old sequences
-        kept in order) and the node of each new sequence, shape :obj:`[M]`.
+    :rtype: :class:`PrefixTrie`: the trie with the new nodes (old nodes
+        renumbered) whose :obj:`leaf` holds the old sequences, then the new
+        ones (sequence :obj:`U + m` is new sequence :obj:`m`).
     """
     device = tokens.device
     M, S = tokens.shape
@@ -123,8 +121,8 @@ def extend_trie(trie: PrefixTrie, base: Tensor, base_leaf: Tensor,
     level_ptr = torch.cat([trie.level_ptr[:1], torch.bincount(
         level - 1, minlength=max(trie.level_ptr.numel() - 1, 1)).cumsum(0)])
     last = torch.where(count > 0, total + count.cumsum(0) - 1, node)
-    return (PrefixTrie(token, parent, level_ptr, rank[trie.leaf]),
-            rank[last])
+    return PrefixTrie(token, parent, level_ptr,
+                      rank[torch.cat([trie.leaf, last])])
 
 
 def reverse_padded(tokens: Tensor, lengths: Tensor) -> Tensor:

@@ -184,10 +184,8 @@ def fit(
         callback (callable, optional): Called as :obj:`callback(epoch,
             step)` after every optimisation step. (default: :obj:`None`)
     """
-    _check_settings(epochs, batch_size, lr, patience, clip_norm, loss,
-                    eval_batch_size)
-    if edge_weight_lr is not None:
-        _check_lr(edge_weight_lr, 'edge_weight_lr')
+    _check_settings(epochs, batch_size, lr, edge_weight_lr, patience,
+                    clip_norm, loss, eval_batch_size)
     if not progress_interval >= 0:
         raise ValueError(f"'progress_interval' must be at least 0, got "
                          f'{progress_interval}')
@@ -223,13 +221,15 @@ def fit(
                            allow_config_change, callback)
 
 
-def _check_settings(epochs, batch_size, lr, patience, clip_norm, loss,
-                    eval_batch_size):
+def _check_settings(epochs, batch_size, lr, edge_weight_lr, patience,
+                    clip_norm, loss, eval_batch_size):
     if loss not in LOSSES:
         raise ValueError(f"'loss' must be one of {LOSSES}, got {loss!r}")
     check_positive_ints(epochs=epochs, batch_size=batch_size,
                         patience=patience, eval_batch_size=eval_batch_size)
     _check_lr(lr, 'lr')
+    if edge_weight_lr is not None:
+        _check_lr(edge_weight_lr, 'edge_weight_lr')
     if clip_norm is not None and (not math.isfinite(clip_norm) or
                                   clip_norm <= 0):
         raise ValueError(f"'clip_norm' must be a positive finite number or "

@@ -295,12 +295,10 @@ class TypedGraph:
         src, edge_type = src.reshape(-1), edge_type.reshape(-1)
         dst, query = dst.reshape(-1), query.reshape(-1)
         lo, hi = self.edge_range(src, edge_type, dst)
-        pairs = self.pair_src * K + self.pair_type
+        # All edges of src with that type: keys [pair * N, (pair + 1) * N).
         pair = src * K + edge_type
-        pos = torch.searchsorted(pairs, pair).clamp(max=max(
-            pairs.numel() - 1, 0))
-        count = torch.where(pairs[pos] == pair, self.pair_count[pos], 0) \
-            if pairs.numel() else torch.zeros_like(pair)
+        count = torch.searchsorted(self.edge_keys, (pair + 1) * N) - \
+            torch.searchsorted(self.edge_keys, pair * N)
         loses = (hi > lo) & (hi - lo == count)
         src, edge_type, query = src[loses], edge_type[loses], query[loses]
         keys, which = torch.unique(query * N + src, return_inverse=True)
@@ -491,17 +489,17 @@ class TypedGraph:
             return y
         C, N = y.size(1), self.num_nodes
         T = rho.columns_per_query
-        node = rho.override_key % N
+        node, row = rho.override_key % N, rho.override_row
         # Every signal of the query, then every pair of the node.
         first = torch.div(rho.override_key, N, rounding_mode='floor') * T
         cell, col = ragged_arange(first, (C - first).clamp(min=0, max=T))
-        node = node[cell]
+        node, row = node[cell], row[cell]
         count = self.pair_ptr[node + 1] - self.pair_ptr[node]
         cell, pair = ragged_arange(self.pair_ptr[node], count)
-        node, col = node[cell], col[cell]
+        node, row, col = node[cell], row[cell], col[cell]
         typ = self.pair_type[pair]
-        value = dense[node, col] * type_weight[typ, col] * rho.at(
-            node, typ, col)
+        value = dense[node, col] * type_weight[typ, col] * rho.of_rows(
+            row, typ)
         return y.index_put((pair, col), value)
 
     def _sparse_hop(self, x: Signals, type_weight, rho, removed, out_deg,

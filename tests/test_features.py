@@ -114,13 +114,13 @@ def test_extend_trie_adds_sequences_that_share_prefixes():
     new = torch.tensor([[0, 5, 7, K], [0, 2, 5, K], [2, 5, 7, K],
                         [0, 7, K, K], [K, K, K, K]])
     new_lengths = torch.tensor([3, 3, 3, 2, 1])
-    out, leaf = extend_trie(trie, tokens[base], trie.leaf[base], new,
-                            new_lengths, K)
+    out = extend_trie(trie, tokens[base], trie.leaf[base], new, new_lengths)
     for i in range(3):  # the old sequences are still there
         assert read_back(out, int(out.leaf[i])) == \
             tokens[i, :lengths[i]].tolist()
     for i in range(5):
-        assert read_back(out, int(leaf[i])) == new[i, :new_lengths[i]].tolist()
+        assert read_back(out, int(out.leaf[3 + i])) == \
+            new[i, :new_lengths[i]].tolist()
     # Level order, parents one level up; shared prefixes reuse old nodes
     # ([0, 2, 5] is a prefix of an old sequence: no new node for it).
     level = torch.repeat_interleave(torch.arange(1, out.level_ptr.numel()),

@@ -176,20 +176,15 @@ class DegreeEmbedding(Module):
             return self.weights_of_sets(degree, nodes)
         # The changed sets join the tries as new leaves U, U + 1, ... (they
         # share their prefixes, and suffixes, with the sets they come from).
-        K = self.num_edge_types
-        forward, forward_leaf = extend_trie(
-            degree.forward_trie, degree.tokens[base],
-            degree.forward_trie.leaf[base], rows, lengths, K)
-        backward, backward_leaf = extend_trie(
-            degree.backward_trie,
-            reverse_padded(degree.tokens[base], degree.lengths[base]),
-            degree.backward_trie.leaf[base], reverse_padded(rows, lengths),
-            lengths, K)
         extended = degree._replace(
-            forward_trie=forward._replace(
-                leaf=torch.cat([forward.leaf, forward_leaf])),
-            backward_trie=backward._replace(
-                leaf=torch.cat([backward.leaf, backward_leaf])))
+            forward_trie=extend_trie(
+                degree.forward_trie, degree.tokens[base],
+                degree.forward_trie.leaf[base], rows, lengths),
+            backward_trie=extend_trie(
+                degree.backward_trie,
+                reverse_padded(degree.tokens[base], degree.lengths[base]),
+                degree.backward_trie.leaf[base],
+                reverse_padded(rows, lengths), lengths))
         U = degree.tokens.size(0)
         rho = self.weights_of_sets(extended, nodes, U + torch.arange(
             keys.numel(), device=keys.device))
