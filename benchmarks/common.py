@@ -91,14 +91,14 @@ def test_metrics(ranks) -> dict:
                   if k != 'per_relation'} for tie in TIE_POLICIES}
 
 
-def fit_and_test(model, data, epochs: int, seed: int,
+def fit_and_test(model, data, epochs: int, seed: int, patience: int = 3,
                  **fit_kwargs) -> dict:
     r"""Trains a rule reasoner with :func:`pyg_degreembed.fit` (the paper's
     settings unless :obj:`fit_kwargs` say otherwise, early stopping on
-    validation) and ranks the test triples with the weights that were best
+    validation after :obj:`patience` epochs without improvement) and ranks the test triples with the weights that were best
     on validation."""
     start = time.perf_counter()
-    result = fit(model, data, epochs=epochs, patience=3, seed=seed,
+    result = fit(model, data, epochs=epochs, patience=patience, seed=seed,
                  progress=False, **fit_kwargs)
     train_seconds = time.perf_counter() - start
     start = time.perf_counter()

@@ -17,8 +17,9 @@ under optimistic, pessimistic and realistic ties; test uses the weights that
 were best on validation.
 
 Each run writes benchmarks/results/runs/<dataset>-<model>-seed<k>.json
-(metrics under all tie policies, epochs, wall time, peak RSS, versions, git
-commit, command line); every invocation regenerates
+(runs/steps<L>/ with --num-steps L other than the paper's 2, outside the
+table; metrics under all tie policies, epochs, wall time, peak RSS,
+versions, git commit, command line); every invocation regenerates
 benchmarks/results/table.md and the table in README.md from all run files.
 """
 import argparse
@@ -113,20 +114,27 @@ def train_kge(cls, data, seed, max_epochs=400,
                     'best_valid_mrr': best}
 
 
-def run(dataset, model_name, seed, epochs=None, checkpoint_dir=None):
+def run(dataset, model_name, seed, epochs=None, checkpoint_dir=None,
+        num_steps=2):
+    if num_steps != 2 and model_name not in RULE_MODELS:
+        raise SystemExit(f'--num-steps is for the rule models, not '
+                         f'{model_name}')
     data = load_benchmark(dataset)
+    # Runs with another rule length than the paper's are kept apart from
+    # the table's.
+    name = f'{dataset}-{model_name}-seed{seed}'
+    other = '' if num_steps == 2 else f'steps{num_steps}'
     if model_name in RULE_MODELS:
         _, cls, fixed = RULE_MODELS[model_name]
         seed_everything(seed)
-        model = cls(data.num_relations, **{'num_steps': 2, 'rank': 3,
-                                           **fixed})
+        model = cls(data.num_relations, **{'num_steps': num_steps,
+                                           'rank': 3, **fixed})
         resume = {}
         if checkpoint_dir is not None:
             # Rerunning the same command continues from the last epoch.
-            os.makedirs(checkpoint_dir, exist_ok=True)
+            os.makedirs(os.path.join(checkpoint_dir, other), exist_ok=True)
             resume = dict(checkpoint=os.path.join(
-                checkpoint_dir, f'{dataset}-{model_name}-seed{seed}.pt'),
-                resume=True)
+                checkpoint_dir, other, f'{name}.pt'), resume=True)
         info = fit_and_test(model, data, epochs or RULE_EPOCHS[dataset],
                             seed, **resume)
     else:
@@ -137,9 +145,9 @@ def run(dataset, model_name, seed, epochs=None, checkpoint_dir=None):
         ranks = compute_ranks(model, data, 'test', batch_size=64)
         info['test_seconds'] = time.perf_counter() - start
         info['test'] = test_metrics(ranks)
-    path = save_run(
-        os.path.join('runs', f'{dataset}-{model_name}-seed{seed}.json'),
-        {'dataset': dataset, 'model': model_name, 'seed': seed}, info)
+    path = save_run(os.path.join('runs', other, f'{name}.json'),
+                    {'dataset': dataset, 'model': model_name, 'seed': seed,
+                     'num_steps': num_steps}, info)
     m = info['test']['realistic']
     print(f"{dataset} {model_name} seed {seed}: test MRR {m['mrr']:.3f} "
           f"(realistic), {info['test']['optimistic']['mrr']:.3f} "
@@ -205,6 +213,10 @@ if __name__ == '__main__':
                         help='write a checkpoint per rule-model run there '
                         'after every epoch and resume from it when it '
                         'exists (long runs over several sittings)')
+    parser.add_argument('--num-steps', type=int, default=2,
+                        help='rule length L of the rule models; runs with '
+                        'L != 2 go to results/runs/steps<L>/, outside the '
+                        'table')
     parser.add_argument('--table-only', action='store_true')
     parser.add_argument('--no-readme', action='store_true',
                         help='leave README.md alone (table.md is written)')
@@ -219,5 +231,5 @@ if __name__ == '__main__':
         for model in models:
             for seed in args.seeds:
                 run(args.dataset, model, seed, args.epochs,
-                    args.checkpoint_dir)
+                    args.checkpoint_dir, args.num_steps)
     write_table(readme=not args.no_readme)

@@ -22,6 +22,9 @@ Variants (everything else as in reproduce.py):
   dropoutP    dropout P on the degree embedding's BiLSTM output (training;
               with same-lr)
   default-dropoutP  the defaults with that dropout
+  decayX      the defaults with L2 strength X on the degree embedding
+  patience6   the defaults, stopping after 6 epochs without improvement
+              (instead of 3)
 Writes results/variants/<dataset>-<variant>-seed<k>.json and
 results/variants_<dataset>.md (validation MRR, the selection criterion,
 beside the test metrics).
@@ -51,6 +54,15 @@ def uniform(model):
     freeze(model)
 
 
+def decay(strength):
+    # L2 on the degree embedding's parameters (pulls rho towards uniform),
+    # added to their gradients as Adam's weight_decay would.
+    def change(model):
+        for p in model.edge_weight.parameters():
+            p.register_hook(lambda grad, p=p: grad + strength * p.detach())
+    return change
+
+
 # name: (model arguments, fit arguments, change to the built model).
 # Variants made of one learning rate for all parameters (the default until
 # edge_weight_lr) say so with edge_weight_lr=None.
@@ -69,6 +81,9 @@ VARIANTS = {
     'dropout0.2': ({'degree_dropout': 0.2}, SAME_LR, None),
     'dropout0.5': ({'degree_dropout': 0.5}, SAME_LR, None),
     'default-dropout0.5': ({'degree_dropout': 0.5}, {}, None),
+    'patience6': ({}, {'patience': 6}, None),
+    'decay1e-2': ({}, {}, decay(1e-2)),
+    'decay1e-1': ({}, {}, decay(1e-1)),
 }
 
 
