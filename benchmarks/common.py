@@ -95,8 +95,8 @@ def fit_and_test(model, data, epochs: int, seed: int, patience: int = 3,
                  **fit_kwargs) -> dict:
     r"""Trains a rule reasoner with :func:`pyg_degreembed.fit` (the paper's
     settings unless :obj:`fit_kwargs` say otherwise, early stopping on
-    validation after :obj:`patience` epochs without improvement) and ranks the test triples with the weights that were best
-    on validation."""
+    validation after :obj:`patience` epochs without improvement) and ranks
+    the test triples with the weights that were best on validation."""
     start = time.perf_counter()
     result = fit(model, data, epochs=epochs, patience=patience, seed=seed,
                  progress=False, **fit_kwargs)
