@@ -1,7 +1,7 @@
 """Time to a validation MRR against the batch size: does a larger batch
 reach the same validation MRR with less computation?
 
-    python benchmarks/batch_size.py --dataset kinship --batch-sizes 128 512 2048
+    python benchmarks/batch_size.py --dataset kinship --batch-sizes 128 512
 
 Trains DegreEmbed (the library's defaults: L = 2, T = 3, Adam 1e-3, degree
 embedding 1e-4, early stopping with patience 3) once per batch size, on one
