@@ -119,6 +119,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="learning rate of the degree embedding ('none': "
                    "--lr, how checkpoints written before this option "
                    "were trained)")
+    p.add_argument('--edge-weight-decay', type=float,
+                   default=fit_default['edge_weight_decay'],
+                   help='L2 penalty on the degree embedding (0: none, how '
+                   'checkpoints written before this option were trained)')
     p.add_argument('--loss', default=fit_default['loss'],
                    choices=['nll', 'bce'], help='training loss')
     p.add_argument('--seed', type=int, default=fit_default['seed'],
@@ -290,6 +294,7 @@ def cmd_train(args):
               f'{data.train_edge_type.numel()} training triples; {model}')
     fit(model, data, epochs=args.epochs, batch_size=args.batch_size,
         lr=args.lr, edge_weight_lr=args.edge_weight_lr,
+        edge_weight_decay=args.edge_weight_decay,
         patience=args.patience, loss=args.loss, seed=args.seed,
         device=device, progress=not args.no_progress,
         progress_interval=args.progress_interval, checkpoint=checkpoint,

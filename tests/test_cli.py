@@ -106,7 +106,7 @@ def test_plot_command(trained, tmp_path, capsys):
     assert out.read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
 
 
-def test_edge_weight_lr_option(capsys):
+def test_edge_weight_options(capsys):
     from pyg_degreembed.cli import build_parser
     parser = build_parser()
     args = parser.parse_args(['train', '--edge-weight-lr', 'none'])
@@ -114,6 +114,9 @@ def test_edge_weight_lr_option(capsys):
     assert parser.parse_args(['train']).edge_weight_lr == 1e-4
     assert parser.parse_args(['train', '--edge-weight-lr', '3e-4']
                              ).edge_weight_lr == 3e-4
+    assert parser.parse_args(['train']).edge_weight_decay == 0.1
+    assert parser.parse_args(['train', '--edge-weight-decay', '0']
+                             ).edge_weight_decay == 0.
     with pytest.raises(SystemExit):
         parser.parse_args(['train', '--edge-weight-lr', 'fast'])
     assert "expected a number or 'none', got 'fast'" in \

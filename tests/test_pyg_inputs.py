@@ -200,13 +200,15 @@ def test_format_1_checkpoints_load_with_the_old_scores(toy_kg, tmp_path):
     # order; a mapping error would change the scores entirely).
     assert torch.allclose(scores, old['scores'], atol=1e-6, rtol=0)
     # ... and a run continues from it, with its settings: one learning rate
-    # (the default before edge_weight_lr; other settings are refused).
+    # and no weight decay (the defaults before edge_weight_lr and
+    # edge_weight_decay; other settings are refused).
     seed_everything(0)
     model = DegreEmbedReasoner(3, embedding_dim=4, hidden_channels=4)
     with pytest.raises(ValueError, match='edge_weight_lr None -> 0.0001'):
         fit(model, toy_kg, epochs=3, progress=False, log=None,
             checkpoint=path, resume=True)
     result = fit(model, toy_kg, epochs=3, progress=False, log=None,
-                 checkpoint=path, resume=True, edge_weight_lr=None)
+                 checkpoint=path, resume=True, edge_weight_lr=None,
+                 edge_weight_decay=0.)
     assert [h['epoch'] for h in result.history] == [1, 2, 3]
     assert load_checkpoint(path)['format'] == 2

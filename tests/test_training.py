@@ -122,3 +122,43 @@ def test_edge_weight_learning_rate_applies_to_the_degree_embedding_only(
     assert [g['lr'] for g in groups] == [1e-3, 1e-4]
     with pytest.raises(ValueError, match="'edge_weight_lr' must be"):
         fit(model, data, edge_weight_lr=-1.)
+
+
+def test_edge_weight_decay_is_l2_on_the_degree_embedding_only(tmp_path):
+    # Reference: no decay in the optimizer, the L2 gradient d * p added to
+    # the degree embedding's gradients by hand (no clipping, so that the
+    # order of clipping and decay does not matter).
+    from pyg_degreembed import DegreEmbedReasoner
+    from pyg_degreembed.checkpoint import load_checkpoint
+    data = chain_kg()
+
+    def train(decay, by_hand=0., **kwargs):
+        seed_everything(0)
+        model = DegreEmbedReasoner(data.num_relations, embedding_dim=8,
+                                   hidden_channels=4)
+        for p in model.edge_weight.parameters():
+            p.register_hook(lambda g, p=p: g + by_hand * p.detach())
+        fit(model, data, epochs=2, patience=2, batch_size=16,
+            clip_norm=None, edge_weight_decay=decay, progress=False,
+            log=None, adapt_threads=False, **kwargs)
+        return dict(model.named_parameters())
+
+    path = tmp_path / 'run.pt'
+    decayed = train(0.5, checkpoint=str(path))
+    reference = train(0., by_hand=0.5)
+    plain = train(0.)
+    for name, p in decayed.items():
+        assert torch.allclose(p, reference[name], atol=1e-6), name
+        if name.startswith('edge_weight.'):
+            assert not torch.allclose(p, plain[name], atol=1e-4), name
+    payload = load_checkpoint(str(path))
+    assert payload['fit']['edge_weight_decay'] == 0.5
+    groups = payload['state']['optimizer']['param_groups']
+    assert [g['weight_decay'] for g in groups] == [0, 0.5]
+    with pytest.raises(ValueError, match="'edge_weight_decay' must be"):
+        train(-1.)
+    # A checkpoint written before the option existed was trained without.
+    del payload['fit']['edge_weight_decay']
+    torch.save(payload, path)
+    with pytest.raises(ValueError, match='edge_weight_decay 0.0 -> 0.5'):
+        train(0.5, checkpoint=str(path), resume=True)
