@@ -84,6 +84,7 @@ VARIANTS = {
     'patience6': ({}, {'patience': 6}, None),
     'decay1e-2': ({}, {}, decay(1e-2)),
     'decay1e-1': ({}, {}, decay(1e-1)),
+    'decay1': ({}, {}, decay(1.)),
 }
 
 
