@@ -196,6 +196,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="relation name (inv_<name> asks for heads)")
     p.add_argument('--tail', required=True, help='the answer to explain')
     p.add_argument('--k', type=int, default=10, help='paths to show')
+    p.add_argument('--remove-edge', action='store_true',
+                   help='explain a known fact by the other evidence: '
+                   'without the edge (head, relation, tail) and its '
+                   'inverse, as training scores it')
     p.add_argument('--plot', default=None,
                    help='draw the paths as a graph into this PNG file '
                    '(None: do not)')
@@ -369,9 +373,12 @@ def cmd_explain(args):
     model, data = _load(args)
     head, tail = _entity(data, args.head), _entity(data, args.tail)
     relation = _relation(data, args.relation)
-    result = explain(model, data, head, relation, tail)
+    result = explain(model, data, head, relation, tail,
+                     remove_edge=args.remove_edge)
     print(f'score of {args.tail} for ({args.head}, '
-          f'{relation_name(data, relation)}, ?): {result.score:.4g}')
+          f'{relation_name(data, relation)}, ?)'
+          f'{" without its edge" if args.remove_edge else ""}: '
+          f'{result.score:.4g}')
     for path in result.paths[:args.k]:
         print('  ' + path.format(data.entity_names, data.relation_names))
     rest = len(result.paths) - args.k

@@ -17,6 +17,9 @@ treated as the constants they are for one query, the score of candidate
 
 Paths that apply the same rule along the same entities (:obj:`[r, id]` and
 :obj:`[id, r]`) are merged.  The contributions add up to the model's score.
+With :obj:`remove_edge=True` the query is explained as training sees it:
+without its own edge and that edge's inverse, in the paths and in the degree
+features, so a known fact is explained by the other evidence for it.
 """
 from dataclasses import dataclass
 from typing import Any, List, Optional, Sequence, Tuple
@@ -24,7 +27,7 @@ from typing import Any, List, Optional, Sequence, Tuple
 import torch
 from torch.nn import Module
 
-from .kg import edge_type_name
+from .kg import edge_type_name, query_edges
 from .rules import _atom
 from .typed_graph import TypedGraph
 
@@ -106,7 +109,8 @@ class Explanation:
 
 @torch.no_grad()
 def explain(model: Module, graph: Any, head: int, relation: int, tail: int,
-            max_paths: Optional[int] = None) -> Explanation:
+            max_paths: Optional[int] = None,
+            remove_edge: bool = False) -> Explanation:
     r"""Explains the score of :obj:`tail` for the query :obj:`(head,
     relation, ?)` by its grounded rule paths.
 
@@ -120,6 +124,11 @@ def explain(model: Module, graph: Any, head: int, relation: int, tail: int,
         tail (int): The candidate answer.
         max_paths (int, optional): Keep only the largest contributions.
             (default: :obj:`None`, all)
+        remove_edge (bool, optional): Explain the score the query gets in
+            training: without the edges :obj:`(head, relation, tail)` and
+            :obj:`(tail, inverse relation, head)` (all copies), as
+            :obj:`model(..., remove_tail=tail)` scores it.
+            (default: :obj:`False`)
     """
     if max_paths is not None and max_paths < 0:
         raise ValueError(f"'max_paths' must be at least 0, got {max_paths}")
@@ -135,19 +144,30 @@ def explain(model: Module, graph: Any, head: int, relation: int, tail: int,
     head_t = torch.tensor([head], device=device)
     relation_t = torch.tensor([relation], device=device)
     attention = model.operator_attention(relation_t)[0]  # [T, L, K + 1]
-    rho = model.source_weights(graph, graph.neighborhood(head_t, L - 1))
-    score = float(model(graph, head_t, relation_t)[0, tail])
+    removed, left_out, remove_tail = set(), None, None
+    if remove_edge:
+        remove_tail = torch.tensor([tail], device=device)
+        left_out = query_edges(head_t, relation_t, remove_tail,
+                               model.num_relations)
+        removed = set(zip(*(x.view(-1).tolist() for x in left_out[:3])))
+    nodes = graph.neighborhood(head_t, L - 1)
+    rho = model.source_weights(graph, nodes, left_out=left_out)
+    score = float(model(graph, head_t, relation_t,
+                        remove_tail=remove_tail)[0, tail])
     # weights[j, l, o]: a / Z for every rank, step and operator, with the
     # normalisers Z[j, l] of forward().
     weights = (attention.double() / model.step_totals(
-        graph, head_t, relation_t)[0].double().unsqueeze(-1))
+        graph, head_t, relation_t, remove_tail=remove_tail
+    )[0].double().unsqueeze(-1))
 
     reach = _reaching(graph, tail, L)
     ptr = graph.node_ptr.tolist()
     src, typ, dst = (graph.edge_src.tolist(), graph.edge_type.tolist(),
                      graph.edge_dst.tolist())
-    if rho is not None:
-        rho = rho.to_dense().double()
+    if rho is not None:  # rho as this query sees it
+        every = torch.arange(N, device=device)
+        rho = rho.table.index_select(0, rho.rows(
+            every, torch.zeros_like(every))).double()
     # Partial paths: (entities, operators, per-rank weight [T]).
     partial = [((head, ), (), torch.ones(T, dtype=torch.double,
                                          device=device))]
@@ -165,7 +185,7 @@ def explain(model: Module, graph: Any, head: int, relation: int, tail: int,
                 while e + count < ptr[z + 1] and typ[e + count] == k and \
                         dst[e + count] == j:
                     count += 1
-                if j in reach[step + 1]:
+                if j in reach[step + 1] and (z, k, j) not in removed:
                     w = weights[:, step, k] * count
                     if rho is not None:
                         w = w * rho[src[e], k]

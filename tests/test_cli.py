@@ -56,6 +56,24 @@ def test_evaluate_predict_rules_explain(trained, capsys, tmp_path):
     out = capsys.readouterr().out
     assert out.startswith('score of Person61 for (Person46, Term3, ?)')
 
+    # A training fact is explained by its own edge, or without it.
+    from pyg_degreembed.datasets import load_dataset
+    data = load_dataset('kinship')
+    h, r, t = data.train_edge_index[0, 0], data.train_edge_type[0], \
+        data.train_edge_index[1, 0]
+    h, r, t = (data.entity_names[h], data.relation_names[r],
+               data.entity_names[t])
+    fact = f'{r}({h},{t})'
+    for flag in ([], ['--remove-edge']):
+        assert main(['explain', '--checkpoint', checkpoint, '--head', h,
+                     '--relation', r, '--tail', t, '--k', '1000'] +
+                    flag) == 0
+        lines = capsys.readouterr().out.splitlines()
+        assert lines[0].endswith('?) without its edge' if flag else '?)',
+                                 0, lines[0].rfind(':'))
+        assert any(line.split()[0] == fact for line in lines[1:]) == \
+            (not flag)
+
 
 @pytest.mark.parametrize('argv,message', [
     (['predict', '--head', 'Nobody', '--relation', 'Term3'],

@@ -28,6 +28,44 @@ def test_contributions_add_up_to_the_score(random_graph, cls, num_steps,
                 assert result.paths == []
 
 
+
+@pytest.mark.parametrize('cls', [RuleReasoner, DegreEmbedReasoner])
+def test_removed_edge_explains_like_the_graph_without_it(random_graph, cls):
+    # Reference: the explanation on a graph rebuilt without the query's
+    # edge and its inverse (all copies), degree features included.
+    torch.manual_seed(0)
+    edge_index, edge_type, N, K = random_graph
+    R = K // 2
+    model = cls(R, num_steps=2, rank=3, embedding_dim=8, hidden_channels=6)
+    graph = TypedGraph(*random_graph)
+    # A duplicated edge, the self-loop, and the inverse of an edge.
+    queries = [(int(edge_index[0, 0]), int(edge_type[0]),
+                int(edge_index[1, 0])), (3, 1, 3),
+               (int(edge_index[1, 7]), int(edge_type[7]) + R,
+                int(edge_index[0, 7]))]
+    for head, relation, tail in queries:
+        inverse = (relation + R) % K
+        keep = ~(((edge_index[0] == head) & (edge_type == relation) &
+                  (edge_index[1] == tail)) |
+                 ((edge_index[0] == tail) & (edge_type == inverse) &
+                  (edge_index[1] == head)))
+        assert (~keep).sum() >= 2
+        rebuilt = TypedGraph(edge_index[:, keep], edge_type[keep], N, K)
+        result = explain(model, graph, head, relation, tail,
+                         remove_edge=True)
+        expected = explain(model, rebuilt, head, relation, tail)
+        assert result.score == pytest.approx(expected.score, abs=1e-6)
+        assert [(p.body, p.entities) for p in result.paths] == \
+            [(p.body, p.entities) for p in expected.paths]
+        for p, q in zip(result.paths, expected.paths):
+            assert p.contribution == pytest.approx(q.contribution, abs=1e-6)
+        # The edge itself explains the fact when it is kept.
+        kept = explain(model, graph, head, relation, tail)
+        assert ((relation, ), (head, tail)) in \
+            [(p.body, p.entities) for p in kept.paths]
+        assert ((relation, ), (head, tail)) not in \
+            [(p.body, p.entities) for p in result.paths]
+
 def test_paths_follow_real_edges_and_merge_identity_paddings(toy_kg):
     torch.manual_seed(0)
     graph = TypedGraph(toy_kg.edge_index, toy_kg.edge_type, 6, 6)
