@@ -28,7 +28,6 @@ def test_contributions_add_up_to_the_score(random_graph, cls, num_steps,
                 assert result.paths == []
 
 
-
 @pytest.mark.parametrize('cls', [RuleReasoner, DegreEmbedReasoner])
 def test_removed_edge_explains_like_the_graph_without_it(random_graph, cls):
     # Reference: the explanation on a graph rebuilt without the query's
@@ -65,6 +64,7 @@ def test_removed_edge_explains_like_the_graph_without_it(random_graph, cls):
             [(p.body, p.entities) for p in kept.paths]
         assert ((relation, ), (head, tail)) not in \
             [(p.body, p.entities) for p in result.paths]
+
 
 def test_paths_follow_real_edges_and_merge_identity_paddings(toy_kg):
     torch.manual_seed(0)
