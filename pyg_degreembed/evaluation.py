@@ -17,6 +17,7 @@ GraIL's inductive protocol, Hits@10 among 50 candidates (the true answer and
 form from each query's counts of better, tied and all non-answers
 (:func:`sampled_hits`), so it carries no sampling noise.
 """
+import inspect
 import math
 from typing import (Any, Callable, Dict, List, NamedTuple, Optional,
                     Sequence, Union)
@@ -27,7 +28,7 @@ from torch.nn import Module
 
 from .convert import as_kg
 from .distributed import gather_strided, world
-from .kg import all_triples, split_triples
+from .kg import GRAPH_SPLITS, all_triples, split_triples
 from .progress import Progress
 from .ragged import ragged_arange
 from .resolve import resolve_graph
@@ -257,9 +258,15 @@ class Ranks(NamedTuple):
 def compute_ranks(model: Module, data: Any,
                   triples: Union[str, Tensor] = 'test',
                   true_answers: Optional[TrueAnswers] = None,
-                  batch_size: int = 256, progress: bool = False) -> Ranks:
+                  batch_size: int = 256, progress: bool = False,
+                  remove_edge: Optional[bool] = None) -> Ranks:
     r"""Filtered ranks of a model on triples of a KG, both directions pooled
     (all tail queries, then all head queries, in the order of the triples).
+    Triples that are edges of the observed graph (the :obj:`"train"` and
+    :obj:`"facts"` splits) are ranked as training scores them: each query
+    without its own edge and that edge's inverse (else the edge itself would
+    answer it), by models whose :obj:`forward` takes :obj:`remove_tail` (a
+    :class:`~pyg_degreembed.RuleReasoner`).
 
     In a :mod:`torch.distributed` job every process ranks a share of the
     triples and all processes receive all ranks.
@@ -279,14 +286,25 @@ def compute_ranks(model: Module, data: Any,
             else a line every 30 s; see
             :class:`~pyg_degreembed.progress.Progress`).
             (default: :obj:`False`)
+        remove_edge (bool, optional): Leave each query's own edge out;
+            :obj:`None` does so for the splits :obj:`"train"` and
+            :obj:`"facts"` if the model can. (default: :obj:`None`)
     """
     return _ranks(model, data, as_kg(data), triples, true_answers,
-                  batch_size, progress)
+                  batch_size, progress, remove_edge)
 
 
-def _ranks(model, data, kg, triples, true_answers, batch_size, progress):
+def _ranks(model, data, kg, triples, true_answers, batch_size, progress,
+           remove_edge=None):
     # compute_ranks with the KG already read (the graph is looked up from
     # `data`, whose tensors key the cache).
+    can = 'remove_tail' in inspect.signature(model.forward).parameters
+    if remove_edge is None:
+        remove_edge = can and isinstance(triples, str) and \
+            triples in GRAPH_SPLITS
+    elif remove_edge and not can:
+        raise ValueError(f"'remove_edge' needs a model whose forward takes "
+                         f"'remove_tail'; {type(model).__name__}'s does not")
     parameter = next(model.parameters(), None)
     graph = resolve_graph(data, num_relations=kg.num_relations,
                           device=None if parameter is None else
@@ -299,14 +317,15 @@ def _ranks(model, data, kg, triples, true_answers, batch_size, progress):
     return rank_queries(
         model, graph, triples, true_answers, batch_size,
         progress=lambda total: Progress(total, 'evaluating',
-                                        enabled=progress))
+                                        enabled=progress),
+        remove_edge=remove_edge)
 
 
 @torch.no_grad()
 def rank_queries(model: Module, graph: TypedGraph, triples: Tensor,
                  true_answers: TrueAnswers, batch_size: int = 256,
-                 progress: Optional[Callable[[int], Progress]] = None
-                 ) -> Ranks:
+                 progress: Optional[Callable[[int], Progress]] = None,
+                 remove_edge: bool = False) -> Ranks:
     r""":func:`compute_ranks` on a prepared graph (the inner loop, as used
     by :func:`~pyg_degreembed.fit` for validation).
 
@@ -320,10 +339,14 @@ def rank_queries(model: Module, graph: TypedGraph, triples: Tensor,
         progress (callable, optional): Makes the
             :class:`~pyg_degreembed.progress.Progress` of a given number of
             batches. (default: :obj:`None`, silent)
+        remove_edge (bool, optional): Score each query without its own edge
+            and that edge's inverse (:obj:`model(..., remove_tail=answer)`),
+            for triples that are edges of :obj:`graph`.
+            (default: :obj:`False`)
     """
     num_processes, process = world()
     local = _local_ranks(model, graph, triples[:, process::num_processes],
-                         true_answers, batch_size, progress)
+                         true_answers, batch_size, progress, remove_edge)
     if num_processes > 1:
         parts = [None] * num_processes
         torch.distributed.all_gather_object(parts, local)
@@ -342,7 +365,7 @@ def rank_queries(model: Module, graph: TypedGraph, triples: Tensor,
 
 
 def _local_ranks(model, graph, triples, true_answers, batch_size,
-                 progress=None):
+                 progress, remove_edge):
     R = true_answers.num_edge_types // 2
     device = graph.device
     head, relation, answer = (t.to(device)
@@ -357,7 +380,8 @@ def _local_ranks(model, graph, triples, true_answers, batch_size,
         h = head[start:start + batch_size]
         q = relation[start:start + batch_size]
         t = answer[start:start + batch_size]
-        scores = model(graph, h, q)
+        scores = model(graph, h, q, remove_tail=t) if remove_edge else \
+            model(graph, h, q)
         ranks = filtered_ranks(scores, t, true_answers.lookup(h, q))
         for key in KEYS:
             parts[key].append(ranks[key].cpu())

@@ -118,3 +118,39 @@ def test_evaluate_returns_metrics_dict(toy_kg):
     assert m['num_queries'] == 2 * toy_kg.train_edge_type.numel()
     assert set(m['per_relation']) == {'parent', 'sibling', 'spouse'}
     assert {'mr', 'hits@1', 'hits@3', 'hits@10'} <= set(m)
+
+
+def test_training_triples_are_ranked_without_their_own_edge(toy_kg):
+    # Reference: each query scored on the graph rebuilt without its edge
+    # and that edge's inverse, ranked by hand (realistic ties, filtered).
+    from pyg_degreembed import DegreEmbedReasoner, TypedGraph
+    torch.manual_seed(0)
+    model = DegreEmbedReasoner(3, embedding_dim=8, hidden_channels=6)
+    ranks = compute_ranks(model, toy_kg, 'train').ranks['realistic']
+    true_answers = TrueAnswers(all_triples(toy_kg), 6, 3)
+    src, dst = toy_kg.edge_index
+    typ = toy_kg.edge_type
+    head, relation, answer = both_directions(split_triples(toy_kg, 'train'),
+                                             3)
+    expected = []
+    for h, q, t in zip(head.tolist(), relation.tolist(), answer.tolist()):
+        inverse = (q + 3) % 6
+        keep = ~(((src == h) & (typ == q) & (dst == t)) |
+                 ((src == t) & (typ == inverse) & (dst == h)))
+        graph = TypedGraph(toy_kg.edge_index[:, keep], typ[keep], 6, 6)
+        with torch.no_grad():
+            scores = model(graph, torch.tensor([h]), torch.tensor([q]))[0]
+        other = torch.ones(6, dtype=torch.bool)
+        other[true_answers.lookup(torch.tensor([h]), torch.tensor([q]))[1]] \
+            = False
+        other[t] = False
+        better = int((scores[other] > scores[t]).sum())
+        tied = int((scores[other] == scores[t]).sum())
+        expected.append(1 + better + tied / 2)
+    assert ranks.tolist() == pytest.approx(expected)
+    # With the edge kept, the edge answers its own query.
+    kept = compute_ranks(model, toy_kg, 'train', remove_edge=False)
+    assert kept.ranks['realistic'].mean() < ranks.mean()
+    with pytest.raises(ValueError, match="Oracle's does not"):
+        compute_ranks(Oracle(true_answers), toy_kg, 'train',
+                      remove_edge=True)
