@@ -117,9 +117,13 @@ def fit(
     own edge and that edge's inverse.  Adam, gradient-norm clipping, early
     stopping after :obj:`patience` epochs without improvement.
 
-    With the same seed, data and device, training is deterministic: on the
-    CPU, two runs give bit-identical weights and metrics, and so does a run
-    interrupted and resumed from its checkpoint.
+    With the same seed, data, device and number of CPU threads, training is
+    deterministic: on the CPU, two runs give bit-identical weights and
+    metrics, and so does a run interrupted and resumed from its checkpoint.
+    The thread guard (:obj:`adapt_threads`) changes the number of threads
+    when other processes compete for the cores, and with it the order of
+    some float sums (differences in the 7th digit): turn it off for
+    bit-identical reruns on a shared machine.
 
     In a :mod:`torch.distributed` job (see :mod:`pyg_degreembed.distributed`)
     the global batches are split between the processes, gradients summed,
@@ -275,6 +279,29 @@ def parameter_groups(model: torch.nn.Module,
         group['lr'] = edge_weight_lr
     return [{'params': [p for p in model.parameters() if id(p) not in own]},
             group]
+
+
+def _optimizer_state_for(optimizer, saved: dict, saved_groups) -> dict:
+    r"""The per-parameter state of a saved optimizer, whose parameter groups
+    were :obj:`saved_groups`, in the layout of :obj:`optimizer`, with
+    :obj:`optimizer`'s hyperparameters (a run resumed with other settings
+    trains with them, even where they regroup the parameters)."""
+    if saved_groups and not isinstance(saved_groups[0], dict):
+        saved_groups = [{'params': saved_groups}]
+    position = {id(p): i for i, p in enumerate(
+        p for group in optimizer.param_groups for p in group['params'])}
+    saved_ids = [i for group in saved['param_groups']
+                 for i in group['params']]
+    saved_params = [p for group in saved_groups for p in group['params']]
+    index = {i: position[id(p)] for i, p in zip(saved_ids, saved_params)}
+    groups, start = [], 0
+    for group in optimizer.param_groups:
+        size = len(group['params'])
+        groups.append({**{k: v for k, v in group.items() if k != 'params'},
+                       'params': list(range(start, start + size))})
+        start += size
+    return {'state': {index[i]: v for i, v in saved['state'].items()},
+            'param_groups': groups}
 
 
 def _fit_epochs(run, device, eval_batch_size, progress, progress_interval,
@@ -439,7 +466,10 @@ class _Run:
                 '(--allow-config-change, allow_config_change=True)')
         state = payload['state']
         self.model.load_state_dict(state['model'])
-        self.optimizer.load_state_dict(state['optimizer'])
+        self.optimizer.load_state_dict(_optimizer_state_for(
+            self.optimizer, state['optimizer'], list(parameter_groups(
+                self.model, trained.get('edge_weight_lr'),
+                trained.get('edge_weight_decay', 0.)))))
         self.best_state = state['best_model']
         self.result = FitResult(list(state['history']), state['best_epoch'],
                                 state['best_valid_mrr'])

@@ -32,7 +32,7 @@ def kill(epoch, step):
         os.kill(os.getpid(), signal.SIGKILL)
 
 result = fit(model, data, epochs=5, batch_size=16, lr=0.05, patience=10,
-             progress=False, log=None,
+             progress=False, log=None, adapt_threads=False,
              checkpoint=None if mode == 'full' else checkpoint,
              resume=mode == 'resume', callback=kill if mode == 'kill' else None)
 ranks = compute_ranks(model, data, 'test')

@@ -124,6 +124,41 @@ def test_edge_weight_learning_rate_applies_to_the_degree_embedding_only(
         fit(model, data, edge_weight_lr=-1.)
 
 
+
+def test_resume_with_other_settings_trains_with_them(tmp_path):
+    # One parameter group (one learning rate, no decay) resumed with the
+    # defaults (the degree embedding in a group of its own): the Adam
+    # moments of every parameter carry over, the new settings apply.
+    from pyg_degreembed import DegreEmbedReasoner
+    from pyg_degreembed.checkpoint import load_checkpoint
+    data = chain_kg()
+    seed_everything(0)
+    model = DegreEmbedReasoner(data.num_relations, embedding_dim=8,
+                               hidden_channels=4)
+    path = str(tmp_path / 'run.pt')
+    settings = dict(batch_size=16, progress=False, log=None,
+                    checkpoint=path)
+    fit(model, data, epochs=1, edge_weight_lr=None, edge_weight_decay=0.,
+        **settings)
+    steps = int(next(iter(load_checkpoint(path)['state']['optimizer']
+                          ['state'].values()))['step'])
+    with pytest.raises(ValueError, match='other settings'):
+        fit(model, data, epochs=2, resume=True, **settings)
+    fit(model, data, epochs=2, resume=True, allow_config_change=True,
+        lr=3e-3, **settings)
+    optimizer = load_checkpoint(path)['state']['optimizer']
+    assert [(g['lr'], g['weight_decay']) for g in
+            optimizer['param_groups']] == [(3e-3, 0), (1e-4, 0.1)]
+    names = [n for n, _ in model.named_parameters()
+             if not n.startswith('edge_weight.')] + \
+        [n for n, _ in model.named_parameters()
+         if n.startswith('edge_weight.')]
+    shapes = dict((n, p.shape) for n, p in model.named_parameters())
+    assert len(optimizer['state']) == len(names)
+    for i, name in enumerate(names):
+        assert int(optimizer['state'][i]['step']) == 2 * steps
+        assert optimizer['state'][i]['exp_avg'].shape == shapes[name]
+
 def test_edge_weight_decay_is_l2_on_the_degree_embedding_only(tmp_path):
     # Reference: no decay in the optimizer, the L2 gradient d * p added to
     # the degree embedding's gradients by hand (no clipping, so that the
