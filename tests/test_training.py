@@ -124,7 +124,6 @@ def test_edge_weight_learning_rate_applies_to_the_degree_embedding_only(
         fit(model, data, edge_weight_lr=-1.)
 
 
-
 def test_resume_with_other_settings_trains_with_them(tmp_path):
     # One parameter group (one learning rate, no decay) resumed with the
     # defaults (the degree embedding in a group of its own): the Adam
@@ -158,6 +157,7 @@ def test_resume_with_other_settings_trains_with_them(tmp_path):
     for i, name in enumerate(names):
         assert int(optimizer['state'][i]['step']) == 2 * steps
         assert optimizer['state'][i]['exp_avg'].shape == shapes[name]
+
 
 def test_edge_weight_decay_is_l2_on_the_degree_embedding_only(tmp_path):
     # Reference: no decay in the optimizer, the L2 gradient d * p added to
