@@ -265,14 +265,14 @@ def _check_lr(lr, name: str):
 def parameter_groups(model: torch.nn.Module,
                      edge_weight_lr: Optional[float] = None,
                      edge_weight_decay: float = 0.):
-    r"""The model's parameters for the optimizer: one group, or the edge
+    r"""The model's parameter groups for the optimizer: one, or the edge
     weight's parameters apart with learning rate :obj:`edge_weight_lr`
     (:obj:`None`: the optimizer's) and weight decay
     :obj:`edge_weight_decay`."""
     edge_weight = getattr(model, 'edge_weight', None)
     if edge_weight is None or (edge_weight_lr is None and
                                edge_weight_decay == 0):
-        return model.parameters()
+        return [{'params': list(model.parameters())}]
     own = {id(p) for p in edge_weight.parameters()}
     group = {'params': list(edge_weight.parameters()),
              'weight_decay': edge_weight_decay}
@@ -287,22 +287,15 @@ def _optimizer_state_for(optimizer, saved: dict, saved_groups) -> dict:
     were :obj:`saved_groups`, in the layout of :obj:`optimizer`, with
     :obj:`optimizer`'s hyperparameters (a run resumed with other settings
     trains with them, even where they regroup the parameters)."""
-    if saved_groups and not isinstance(saved_groups[0], dict):
-        saved_groups = [{'params': saved_groups}]
-    position = {id(p): i for i, p in enumerate(
-        p for group in optimizer.param_groups for p in group['params'])}
-    saved_ids = [i for group in saved['param_groups']
-                 for i in group['params']]
-    saved_params = [p for group in saved_groups for p in group['params']]
-    index = {i: position[id(p)] for i, p in zip(saved_ids, saved_params)}
-    groups, start = [], 0
-    for group in optimizer.param_groups:
-        size = len(group['params'])
-        groups.append({**{k: v for k, v in group.items() if k != 'params'},
-                       'params': list(range(start, start + size))})
-        start += size
+    current = optimizer.state_dict()['param_groups']
+    position = {id(p): i for group, ids in zip(optimizer.param_groups,
+                                               current)
+                for p, i in zip(group['params'], ids['params'])}
+    index = {i: position[id(p)] for group, ids in zip(
+        saved_groups, saved['param_groups'])
+        for p, i in zip(group['params'], ids['params'])}
     return {'state': {index[i]: v for i, v in saved['state'].items()},
-            'param_groups': groups}
+            'param_groups': current}
 
 
 def _fit_epochs(run, device, eval_batch_size, progress, progress_interval,
@@ -468,9 +461,9 @@ class _Run:
         state = payload['state']
         self.model.load_state_dict(state['model'])
         self.optimizer.load_state_dict(_optimizer_state_for(
-            self.optimizer, state['optimizer'], list(parameter_groups(
+            self.optimizer, state['optimizer'], parameter_groups(
                 self.model, trained.get('edge_weight_lr'),
-                trained.get('edge_weight_decay', 0.)))))
+                trained.get('edge_weight_decay'))))
         self.best_state = state['best_model']
         self.result = FitResult(list(state['history']), state['best_epoch'],
                                 state['best_valid_mrr'])
