@@ -14,7 +14,6 @@ after one warm-up step.  Writes benchmarks/results/scale.json and scale.png.
 """
 import argparse
 import json
-import os
 import resource
 import statistics
 import subprocess
@@ -23,7 +22,7 @@ import time
 
 import torch
 
-from common import RESULTS, machine, write_json
+from common import machine, save_figure, write_json
 
 
 def synthetic_kg(num_nodes: int, num_relations: int = 10,
@@ -135,7 +134,7 @@ def plot(rows):
         ax.set_ylabel(label)
         ax.legend()
     fig.tight_layout()
-    fig.savefig(os.path.join(RESULTS, 'scale.png'), dpi=120)
+    save_figure(fig, 'scale.png')
 
 
 if __name__ == '__main__':

@@ -218,13 +218,11 @@ def rule_masses(model: torch.nn.Module, data: Any, relation: int,
     was_training = model.training
     model.eval()
     mass: Dict[Tuple[int, ...], float] = {}
-    total = 0.
     for start in range(0, triples.size(1), batch_size):
         h, q, t = triples[:, start:start + batch_size]
         # rho as each query sees it (its degree sets without its edge).
         rho = model.source_weights(graph, left_out=query_edges(
             h, q, t, model.num_relations))
-        total += float(model.score(graph, h, q, t).double().sum())
         # coef[b, j, l, o] = a / Z: the factor of operator o at step l.
         coef = model.operator_attention(q).double() / model.step_totals(
             graph, h, q, remove_tail=t).double().unsqueeze(-1)
@@ -242,7 +240,9 @@ def rule_masses(model: torch.nn.Module, data: Any, relation: int,
         identity = coef[..., -1].prod(-1).sum(-1)  # [B]: all steps stay
         mass[()] = mass.get((), 0.) + float(identity[h == t].sum())
     model.train(was_training)
-    return mass, max(total, 1e-300)
+    # The grounded paths are all of each score (exact explanations), so
+    # the masses add up to the queries' total score.
+    return mass, max(sum(mass.values()), 1e-300)
 
 
 def _padded_products(coef: Tensor, query: Tensor, pattern: Tensor,
