@@ -9,8 +9,8 @@ the Neural-LP split of the training triples into *facts* (graph only) and
   every edge with type :obj:`r + num_relations`.  Valid and test triples are
   never edges.
 * :obj:`{split}_edge_index`, :obj:`{split}_edge_type` for
-  :obj:`split in ("facts", "train", "valid", "test")`: the triples of each split
-  (without inverses).
+  :obj:`split in ("facts", "train", "valid", "test")`: the triples of each
+  split (without inverses).
 * :obj:`num_relations`: the number :math:`R` of KG relations (the graph has
   :math:`2R` edge types).
 * :obj:`entity_names`, :obj:`relation_names`: lists of names, index = id.
