@@ -17,8 +17,8 @@ under optimistic, pessimistic and realistic ties; test uses the weights that
 were best on validation.
 
 Each run writes benchmarks/results/runs/<dataset>-<model>-seed<k>.json
-(runs/steps<L>/ with --num-steps L other than the paper's 2, outside the
-table; metrics under all tie policies, epochs, wall time, peak RSS,
+(runs/steps<L>/ with --num-steps L other than the paper's 2, in a table of
+their own; metrics under all tie policies, epochs, wall time, peak RSS,
 versions, git commit, command line); every invocation regenerates
 benchmarks/results/table.md and the table in README.md from all run files.
 """
@@ -189,7 +189,39 @@ def table() -> str:
     if 'wn18rr' in datasets:
         out.append(f'WN18RR (three files: every training triple is a graph '
                    f'edge and a query) published: {WN18RR_PUBLISHED}.\n')
+    out += longer_rules_table(names)
     return '\n'.join(out)
+
+
+def longer_rules_table(names) -> list:
+    r"""Lines of a table of the runs with another rule length than the
+    paper's (:obj:`runs/steps<L>/`), means over seeds."""
+    runs = [json.load(open(p)) for p in sorted(glob.glob(os.path.join(
+        RUNS, 'steps*', '*.json')))]
+    groups = {}
+    for r in runs:
+        groups.setdefault((DATASETS.index(r['dataset']), r['num_steps'],
+                           ORDER.index(r['model'])), []).append(r)
+    if not groups:
+        return []
+    out = ['**Other rule lengths** (`--num-steps L`; filtered test metrics, '
+           'mean over n seeds; H@k in %, realistic ties)\n',
+           '| KG | model | L | n | MRR | H@1 | H@10 | MRR (optimistic) | '
+           'epochs (best) |', '|---' * 9 + '|']
+    for key in sorted(groups):
+        rs = groups[key]
+
+        def mean(tie, metric, scale=1):
+            return statistics.mean(scale * r['test'][tie][metric]
+                                   for r in rs)
+        epochs = ', '.join(f"{r['epochs']} ({r['best_epoch']})" for r in rs)
+        out.append(f"| {rs[0]['dataset']} | {names[rs[0]['model']]} | "
+                   f"{key[1]} | {len(rs)} | {mean('realistic', 'mrr'):.3f} | "
+                   f"{mean('realistic', 'hits@1', 100):.1f} | "
+                   f"{mean('realistic', 'hits@10', 100):.1f} | "
+                   f"{mean('optimistic', 'mrr'):.3f} | {epochs} |")
+    out.append('')
+    return out
 
 
 def write_table(readme: bool = True):
@@ -214,8 +246,8 @@ if __name__ == '__main__':
                         'exists (long runs over several sittings)')
     parser.add_argument('--num-steps', type=int, default=2,
                         help='rule length L of the rule models; runs with '
-                        'L != 2 go to results/runs/steps<L>/, outside the '
-                        'table')
+                        'L != 2 go to results/runs/steps<L>/ and a table of '
+                        'their own')
     parser.add_argument('--table-only', action='store_true')
     parser.add_argument('--no-readme', action='store_true',
                         help='leave README.md alone (table.md is written)')
