@@ -154,9 +154,19 @@ def run(dataset, model_name, seed, epochs=None, checkpoint_dir=None,
           f"(optimistic); {info['train_seconds']:.0f}s -> {path}")
 
 
+def load_runs(folder: str = '') -> list:
+    r"""The run files of :obj:`runs/<folder>` (a glob pattern), sorted."""
+    return [json.load(open(p)) for p in sorted(glob.glob(os.path.join(
+        RUNS, folder, '*.json')))]
+
+
+def mean_metric(runs: list, tie: str, metric: str, scale: float = 1):
+    r"""The mean over :obj:`runs` of one test metric, times :obj:`scale`."""
+    return statistics.mean(scale * r['test'][tie][metric] for r in runs)
+
+
 def table() -> str:
-    runs = [json.load(open(p)) for p in sorted(glob.glob(os.path.join(
-        RUNS, '*.json')))]
+    runs = load_runs()
     names = {**{k: v[0] for k, v in RULE_MODELS.items()},
              **{k: v[0] for k, v in KGE_MODELS.items()}}
     datasets = [d for d in DATASETS if any(r['dataset'] == d for r in runs)]
@@ -196,10 +206,8 @@ def table() -> str:
 def longer_rules_table(names) -> list:
     r"""Lines of a table of the runs with another rule length than the
     paper's (:obj:`runs/steps<L>/`), means over seeds."""
-    runs = [json.load(open(p)) for p in sorted(glob.glob(os.path.join(
-        RUNS, 'steps*', '*.json')))]
     groups = {}
-    for r in runs:
+    for r in load_runs('steps*'):
         groups.setdefault((DATASETS.index(r['dataset']), r['num_steps'],
                            ORDER.index(r['model'])), []).append(r)
     if not groups:
@@ -210,16 +218,13 @@ def longer_rules_table(names) -> list:
            'epochs (best) |', '|---' * 9 + '|']
     for key in sorted(groups):
         rs = groups[key]
-
-        def mean(tie, metric, scale=1):
-            return statistics.mean(scale * r['test'][tie][metric]
-                                   for r in rs)
         epochs = ', '.join(f"{r['epochs']} ({r['best_epoch']})" for r in rs)
         out.append(f"| {rs[0]['dataset']} | {names[rs[0]['model']]} | "
-                   f"{key[1]} | {len(rs)} | {mean('realistic', 'mrr'):.3f} | "
-                   f"{mean('realistic', 'hits@1', 100):.1f} | "
-                   f"{mean('realistic', 'hits@10', 100):.1f} | "
-                   f"{mean('optimistic', 'mrr'):.3f} | {epochs} |")
+                   f"{key[1]} | {len(rs)} | "
+                   f"{mean_metric(rs, 'realistic', 'mrr'):.3f} | "
+                   f"{mean_metric(rs, 'realistic', 'hits@1', 100):.1f} | "
+                   f"{mean_metric(rs, 'realistic', 'hits@10', 100):.1f} | "
+                   f"{mean_metric(rs, 'optimistic', 'mrr'):.3f} | {epochs} |")
     out.append('')
     return out
 
