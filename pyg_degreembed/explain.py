@@ -143,22 +143,19 @@ def explain(model: Module, graph: Any, head: int, relation: int, tail: int,
     device = graph.device
     head_t = torch.tensor([head], device=device)
     relation_t = torch.tensor([relation], device=device)
-    attention = model.operator_attention(relation_t)[0]  # [T, L, K + 1]
-    removed, left_out, remove_tail = set(), None, None
+    removed, remove_tail = set(), None
     if remove_edge:
         remove_tail = torch.tensor([tail], device=device)
         left_out = query_edges(head_t, relation_t, remove_tail,
                                model.num_relations)
         removed = set(zip(*(x.view(-1).tolist() for x in left_out[:3])))
-    nodes = graph.neighborhood(head_t, L - 1)
-    rho = model.source_weights(graph, nodes, left_out=left_out)
     score = float(model(graph, head_t, relation_t,
                         remove_tail=remove_tail)[0, tail])
     # weights[j, l, o]: a / Z for every rank, step and operator, with the
-    # normalisers Z[j, l] of forward().
-    weights = (attention.double() / model.step_totals(
-        graph, head_t, relation_t, remove_tail=remove_tail
-    )[0].double().unsqueeze(-1))
+    # normalisers Z[j, l] of forward(); rho as this query sees it.
+    weights, rho = model.path_factors(graph, head_t, relation_t,
+                                      remove_tail=remove_tail)
+    weights = weights[0]
 
     reach = _reaching(graph, tail, L)
     ptr = graph.node_ptr.tolist()

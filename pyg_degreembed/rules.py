@@ -41,7 +41,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import torch
 from torch import Tensor
 
-from .kg import query_edges, split_triples
+from .kg import split_triples
 
 CONFIDENCES = ('grounded', 'attention')
 
@@ -181,7 +181,7 @@ def grounded_rules(model: torch.nn.Module, data: Any, relation: int,
     score mass; see the module's description), best first.
 
     Vectorised: per batch of queries, one pass of the model for the
-    normalisers (:meth:`~pyg_degreembed.RuleReasoner.step_totals`) and one
+    path factors (:meth:`~pyg_degreembed.RuleReasoner.path_factors`) and one
     weighted path count for all rule bodies
     (:func:`~pyg_degreembed.saturation.path_counts` with :math:`\rho`).
 
@@ -220,12 +220,9 @@ def rule_masses(model: torch.nn.Module, data: Any, relation: int,
     mass: Dict[Tuple[int, ...], float] = {}
     for start in range(0, triples.size(1), batch_size):
         h, q, t = triples[:, start:start + batch_size]
+        # coef[b, j, l, o] = a / Z: the factor of operator o at step l;
         # rho as each query sees it (its degree sets without its edge).
-        rho = model.source_weights(graph, left_out=query_edges(
-            h, q, t, model.num_relations))
-        # coef[b, j, l, o] = a / Z: the factor of operator o at step l.
-        coef = model.operator_attention(q).double() / model.step_totals(
-            graph, h, q, remove_tail=t).double().unsqueeze(-1)
+        coef, rho = model.path_factors(graph, h, q, remove_tail=t)
         trip, pattern, value = path_counts(
             graph, torch.stack([h, q, t]), model.num_steps,
             model.num_relations, weight=rho)

@@ -277,17 +277,26 @@ class RuleReasoner(Module):
                             0.)
         return value.view(-1, T).sum(dim=-1)
 
-    def step_totals(self, edge_index: Any, edge_type: Optional[Tensor] = None,
-                    head: Optional[Tensor] = None,
-                    relation: Optional[Tensor] = None, *,
-                    num_nodes: Optional[int] = None,
-                    remove_tail: Optional[Tensor] = None) -> Tensor:
-        r"""The normalisers :math:`Z^{(j)}_l = \max(\sum_i (\ldots)_i,
-        \epsilon)` of every query, rank and step of :meth:`forward` (same
-        arguments).  For one query they are constants, so the score is a
-        sum over grounded paths (see :mod:`pyg_degreembed.explain`).
+    def path_factors(self, edge_index: Any, edge_type: Optional[Tensor] = None,
+                     head: Optional[Tensor] = None,
+                     relation: Optional[Tensor] = None, *,
+                     num_nodes: Optional[int] = None,
+                     remove_tail: Optional[Tensor] = None
+                     ) -> Tuple[Tensor, Optional[SourceWeights]]:
+        r"""The factors of a grounded path in :meth:`forward` (same
+        arguments): :math:`a^{(j)}_{l,o} / Z^{(j)}_l` for every query, rank
+        :math:`j`, step :math:`l` and operator :math:`o` (the identity
+        last), with the normalisers :math:`Z^{(j)}_l = \max(\sum_i
+        (\ldots)_i, \epsilon)` of :meth:`forward`, and :math:`\rho` as
+        the queries see it (:obj:`None` without an edge weight; one column
+        per query).  For one query the normalisers are constants, so the
+        score of :math:`t` is the sum over the paths :math:`h \to t` of
+        :math:`\sum_j \prod_l` (factor of the step's operator
+        :math:`\times` :math:`\rho` of the step's source and edge type),
+        an edge counted once per copy (see :mod:`pyg_degreembed.explain`).
 
-        :rtype: :class:`torch.Tensor` of shape :obj:`[B, T, L]`
+        :rtype: (:class:`torch.Tensor` of shape :obj:`[B, T, L, K + 1]`,
+            float64; :class:`~pyg_degreembed.SourceWeights` or :obj:`None`)
         """
         graph, (head, relation) = self._parse(
             edge_index, edge_type, [head, relation], num_nodes,
@@ -298,8 +307,13 @@ class RuleReasoner(Module):
         K = self.num_edge_types
         x = graph.propagate(x, a[:K], rho, a[K], removed)
         totals.append(self._total(x))
-        return torch.stack(totals, dim=-1).view(head.numel(), self.rank,
-                                                self.num_steps)
+        totals = torch.stack(totals, dim=-1).view(head.numel(), self.rank,
+                                                  self.num_steps)
+        factors = self.operator_attention(relation).double() / \
+            totals.double().unsqueeze(-1)
+        if rho is not None:
+            rho = rho._replace(columns_per_query=1)
+        return factors, rho
 
     def _total(self, x: Signals) -> Tensor:
         return x.value.new_zeros(x.num_columns).index_add(
