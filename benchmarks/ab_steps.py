@@ -7,10 +7,12 @@ A, B, ...) so that drifts of a shared machine's speed hit both alike.
 --dataset takes a bundled name or a Neural-LP folder.
 
 Each round runs, in a fresh process per checkout, 3 warm-up and --batches
-timed DegreEmbed training steps (paper settings, batch 128) through the
-public API of that checkout (a graph object as the first argument).  Prints
-the per-round milliseconds per step and the median ratio B / A; writes
-benchmarks/results/ab_steps_<dataset>.json.
+timed training steps (DegreEmbed or --model drum, paper settings, rule
+length --num-steps, batch 128) through the public API of that checkout (a
+graph object as the first argument).  Prints the per-round milliseconds per
+step and the median ratio B / A; writes
+benchmarks/results/ab_steps_<dataset>.json (ab_steps_<dataset>_<model>_L<L>
+for other models or rule lengths; --tag TAG appends _TAG).
 """
 import argparse
 import os
@@ -24,14 +26,15 @@ STEP = r'''
 import sys, time
 import torch
 from torch_geometric import seed_everything
-from pyg_degreembed import DegreEmbedReasoner, TypedGraph
+from pyg_degreembed import DegreEmbedReasoner, RuleReasoner, TypedGraph
 from pyg_degreembed.datasets import load_dataset
 from pyg_degreembed.evaluation import both_directions
 from pyg_degreembed.kg import split_triples
 from pyg_degreembed.training import nll_loss
 data = load_dataset(sys.argv[1])
 seed_everything(0)
-model = DegreEmbedReasoner(data.num_relations)
+cls = DegreEmbedReasoner if sys.argv[3] == 'degreembed' else RuleReasoner
+model = cls(data.num_relations, num_steps=int(sys.argv[4]))
 try:  # the graph as each version's users pass it
     model.graph
     graph = data
@@ -54,9 +57,11 @@ print((time.perf_counter() - start) / int(sys.argv[2]))
 '''
 
 
-def run(checkout, dataset, batches):
+def run(checkout, args):
     env = dict(os.environ, PYTHONPATH=os.path.abspath(checkout))
-    out = subprocess.run([sys.executable, '-c', STEP, dataset, str(batches)],
+    out = subprocess.run([sys.executable, '-c', STEP, args.dataset,
+                          str(args.batches), args.model,
+                          str(args.num_steps)],
                          env=env, capture_output=True, text=True, check=True)
     return float(out.stdout.split()[-1])
 
@@ -74,22 +79,32 @@ def main():
     parser.add_argument('--dataset', default='family')
     parser.add_argument('--batches', type=int, default=40)
     parser.add_argument('--rounds', type=int, default=5)
+    parser.add_argument('--model', choices=['degreembed', 'drum'],
+                        default='degreembed')
+    parser.add_argument('--num-steps', type=int, default=2)
+    parser.add_argument('--tag', default=None,
+                        help='appended to the name of the result file')
     args = parser.parse_args()
     rounds = []
     for r in range(args.rounds):
-        a = run(args.a, args.dataset, args.batches)
-        b = run(args.b, args.dataset, args.batches)
+        a = run(args.a, args)
+        b = run(args.b, args)
         rounds.append({'a': a, 'b': b, 'ratio': b / a})
         print(f'round {r + 1}: A {1e3 * a:.1f} ms  B {1e3 * b:.1f} ms  '
               f'B/A {b / a:.3f}', flush=True)
     median = statistics.median(x['ratio'] for x in rounds)
     print(f'median B/A {median:.3f}')
     name = os.path.basename(os.path.normpath(args.dataset))
+    if (args.model, args.num_steps) != ('degreembed', 2):
+        name += f'_{args.model}_L{args.num_steps}'
+    if args.tag:
+        name += f'_{args.tag}'
     write_json(f'ab_steps_{name}.json', {
         'a': os.path.abspath(args.a), 'b': os.path.abspath(args.b),
         'commits': [commit(args.a), commit(args.b)],
         'command': ' '.join(sys.argv),
-        'dataset': args.dataset, 'rounds': rounds, 'median_ratio': median,
+        'dataset': args.dataset, 'model': args.model,
+        'num_steps': args.num_steps, 'rounds': rounds, 'median_ratio': median,
         'machine': machine()})
 
 

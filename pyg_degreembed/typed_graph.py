@@ -355,9 +355,7 @@ class TypedGraph:
 
         :rtype: :class:`Signals`
         """
-        if mode not in ('auto', 'dense', 'sparse'):
-            raise ValueError(f"'mode' must be 'auto', 'dense' or 'sparse', "
-                             f"got {mode!r}")
+        _check_mode(mode)
         C = x.num_columns
         rho = SourceWeights.wrap(rho)
         out_deg = self.node_ptr[x.node + 1] - self.node_ptr[x.node]
@@ -387,6 +385,7 @@ class TypedGraph:
         rho: Optional[Tensor] = None,
         self_weight: Optional[Tensor] = None,
         removed: Optional[Tuple[Tensor, Tensor]] = None,
+        mode: str = 'auto',
     ) -> Tuple[Tensor, Tensor]:
         r"""The same hop as :meth:`propagate`, but only the value at one
         target per signal and every signal's total are computed:
@@ -402,10 +401,18 @@ class TypedGraph:
             target (torch.Tensor): The target entity of each signal, shape
                 :obj:`[C]`.
             type_weight, rho, self_weight, removed: As in :meth:`propagate`.
+            mode (str, optional): How the totals are computed:
+                :obj:`"sparse"` spreads every non-zero entry over its
+                (source, type) pairs, :obj:`"dense"` sums the :math:`P
+                \times C` pair values of the dense hop (cheaper once the
+                signals cover much of the graph, e.g. after two hops on
+                FB15k-237), :obj:`"auto"` picks as :meth:`propagate` does.
+                (default: :obj:`"auto"`)
 
         :rtype: (:class:`torch.Tensor` :obj:`[C]`, :class:`torch.Tensor`
             :obj:`[C]`): values at the targets and totals.
         """
+        _check_mode(mode)
         C = x.num_columns
         rho = SourceWeights.wrap(rho)
         device = x.value.device
@@ -429,13 +436,21 @@ class TypedGraph:
 
         # Totals: each entry spreads x * a_k * rho * (number of k-edges).
         count = self.pair_ptr[x.node + 1] - self.pair_ptr[x.node]
-        entry, pair = ragged_arange(self.pair_ptr[x.node], count)
-        col = x.column[entry]
-        row = None if rho is None else rho.rows(x.node, x.column)[entry]
-        spread = x.value.index_select(0, entry) * weight(
-            x.node[entry], self.pair_type[pair], col, row) * \
-            self.pair_count[pair]
-        total = x.value.new_zeros(C).index_add(0, col, spread)
+        work = int(count.sum())
+        if mode == 'sparse' or (mode == 'auto' and work < (
+                self.SPARSE_THRESHOLD * self.num_pairs * C)):
+            entry, pair = ragged_arange(self.pair_ptr[x.node], count, work)
+            col = x.column[entry]
+            row = None if rho is None else rho.rows(x.node,
+                                                    x.column)[entry]
+            spread = x.value.index_select(0, entry) * weight(
+                x.node[entry], self.pair_type[pair], col, row) * \
+                self.pair_count[pair]
+            total = x.value.new_zeros(C).index_add(0, col, spread)
+        else:
+            y = self._pair_values(x.to_dense(self.num_nodes), type_weight,
+                                  rho)
+            total = self.pair_count.to(y.dtype) @ y
         if self_weight is not None:
             total = total + self_weight * x.value.new_zeros(C).index_add(
                 0, x.column, x.value)
@@ -463,13 +478,19 @@ class TypedGraph:
             value = value + self_weight * lookup(target, columns)
         return value, total
 
-    def _dense_hop(self, x: Signals, type_weight, rho, removed) -> Tensor:
-        C = x.num_columns
-        dense = x.to_dense(self.num_nodes)
+    def _pair_values(self, dense: Tensor, type_weight: Tensor,
+                     rho: Optional['SourceWeights']) -> Tensor:
+        # y[p, c] = x[src(p), c] a[type(p), c] rho[src(p), type(p)], [P, C].
         y = dense[self.pair_src] * type_weight[self.pair_type]
         if rho is not None:
             y = y * rho.at(self.pair_src, self.pair_type).unsqueeze(-1)
             y = self._override_pairs(y, dense, type_weight, rho)
+        return y
+
+    def _dense_hop(self, x: Signals, type_weight, rho, removed) -> Tensor:
+        C = x.num_columns
+        dense = x.to_dense(self.num_nodes)
+        y = self._pair_values(dense, type_weight, rho)
         out = _ConstantSparseMatmul.apply(self.mat, self.mat_t, y).view(-1)
         if removed is not None:
             # Subtract the contribution of each left-out edge (all copies).
@@ -565,6 +586,12 @@ def _distinct_ranges(removed: Tuple[Tensor, Tensor]):
     present = hi > lo
     present[:, 1:] &= lo[:, 1:] != lo[:, :-1]
     return col[present], lo[present], hi[present]
+
+
+def _check_mode(mode: str):
+    if mode not in ('auto', 'dense', 'sparse'):
+        raise ValueError(f"'mode' must be 'auto', 'dense' or 'sparse', "
+                         f"got {mode!r}")
 
 
 def check_edge_shapes(edge_index: Tensor, edge_type: Tensor):

@@ -124,9 +124,10 @@ def test_repr():
 
 @pytest.mark.parametrize('cls', [RuleReasoner, DegreEmbedReasoner])
 @pytest.mark.parametrize('num_steps,remove', [(1, True), (2, True),
-                                              (3, False)])
+                                              (3, False), (3, True)])
+@pytest.mark.parametrize('mode', ['dense', 'sparse'])
 def test_score_of_answers_equals_forward(random_graph, cls, num_steps,
-                                         remove):
+                                         remove, mode):
     torch.manual_seed(0)
     edge_index, edge_type, N, K = random_graph
     model = cls(K // 2, num_steps=num_steps, rank=2, embedding_dim=8,
@@ -139,7 +140,8 @@ def test_score_of_answers_equals_forward(random_graph, cls, num_steps,
     full = model(graph, head, relation,
                  remove_tail=tail if remove else None)
     expected = full[torch.arange(5), tail]
-    scores = model.score(graph, head, relation, tail, remove_edge=remove)
+    scores = model.score(graph, head, relation, tail, remove_edge=remove,
+                         mode=mode)
     assert torch.allclose(scores, expected, atol=1e-6)
     # Same gradients as the full computation.
     params = [p for p in model.parameters()]

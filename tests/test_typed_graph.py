@@ -79,6 +79,57 @@ def test_removed_edges_equal_graph_without_them(random_graph, mode):
         assert torch.allclose(out[:, c], expected)
 
 
+@pytest.mark.parametrize('mode', ['dense', 'sparse', 'auto'])
+@pytest.mark.parametrize('density', [0.1, 0.9])
+def test_targets_and_totals_equal_dense_operators(random_graph, mode,
+                                                  density):
+    # propagate_at: the value at one target per signal and every signal's
+    # total, with the left-out edges of the signals, against the dense hop
+    # on graphs rebuilt without them (values and gradients).
+    edge_index, edge_type, N, K = random_graph
+    graph = TypedGraph(*random_graph)
+    C = 3
+    x = random_signals(N, C, density).requires_grad_()
+    gen = torch.Generator().manual_seed(2)
+    a = torch.rand(K, C, generator=gen, dtype=torch.double,
+                   requires_grad=True)
+    rho = torch.rand(N, K, generator=gen, dtype=torch.double,
+                     requires_grad=True)
+    s = torch.rand(C, generator=gen, dtype=torch.double, requires_grad=True)
+    target = torch.tensor([edge_index[1, 0], 5, 0])
+    picks = [[0, 0], [3, 9], [20, 20]]  # edge 0 has duplicates
+    src, typ, dst = edge_index[0], edge_type, edge_index[1]
+    lo, hi = graph.edge_range(*(t[torch.tensor(picks)] for t in
+                                (src, typ, dst)))
+    value, total = graph.propagate_at(
+        Signals.from_flat(x.view(-1), C), target, a, rho, s,
+        removed=(lo, hi), mode=mode)
+    expected_value, expected_total = [], []
+    for c, edges in enumerate(picks):
+        keep = torch.ones(edge_type.numel(), dtype=torch.bool)
+        for e in edges:
+            keep &= ~((src == src[e]) & (typ == typ[e]) & (dst == dst[e]))
+        M = dense_operators(edge_index[:, keep], edge_type[keep], N, K)
+        out = reference_hop(M, x[:, c:c + 1], a[:, c:c + 1], rho,
+                            s[c:c + 1])[:, 0]
+        expected_value.append(out[target[c]])
+        expected_total.append(out.sum())
+    expected = torch.stack(expected_value), torch.stack(expected_total)
+    assert torch.allclose(value, expected[0])
+    assert torch.allclose(total, expected[1])
+
+    def loss(v, t):
+        return (v * torch.tensor([1., 2., 3.])).sum() - t.sum()
+
+    grads = torch.autograd.grad(loss(value, total), [x, a, rho, s])
+    expected_grads = torch.autograd.grad(loss(*expected), [x, a, rho, s])
+    for grad, expected_grad in zip(grads, expected_grads):
+        if grad.shape == x.shape:  # tracked where the signal lives
+            mask = x != 0
+            grad, expected_grad = grad[mask], expected_grad[mask]
+        assert torch.allclose(grad, expected_grad)
+
+
 def test_edge_range_counts_duplicates(random_graph):
     edge_index, edge_type, N, K = random_graph
     graph = TypedGraph(*random_graph)
@@ -122,6 +173,10 @@ def test_bad_graph_input_is_rejected():
     with pytest.raises(ValueError, match="'mode'"):
         graph.propagate(Signals.one_hot(torch.tensor([0]), torch.ones(1)),
                         torch.ones(2, 1), mode='fast')
+    with pytest.raises(ValueError, match="'mode'"):
+        graph.propagate_at(
+            Signals.one_hot(torch.tensor([0]), torch.ones(1)),
+            torch.tensor([1]), torch.ones(2, 1), mode='fast')
 
 
 def test_sorted_accumulation_equals_dense_accumulation(random_graph,

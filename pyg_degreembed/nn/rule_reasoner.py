@@ -271,7 +271,7 @@ class RuleReasoner(Module):
                                         tail if remove_edge else None, mode)
         value, total = self._run(graph.propagate_at, x,
                                  tail.repeat_interleave(T), a[:K], rho, a[K],
-                                 removed)
+                                 removed, mode)
         # A target that no path reaches has no gradient, as in forward().
         value = torch.where(value != 0, value / total.clamp(min=self.eps),
                             0.)
