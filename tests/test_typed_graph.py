@@ -12,6 +12,27 @@ def random_signals(N, C, density, seed=0):
     return x
 
 
+def hop_inputs(N, K, C, density, seed):
+    # Signals x [N, C], type weights a [K, C], rho [N, K] and self weights
+    # s [C], all differentiable.
+    x = random_signals(N, C, density).requires_grad_()
+    gen = torch.Generator().manual_seed(seed)
+    a, rho, s = (torch.rand(*shape, generator=gen, dtype=torch.double,
+                            requires_grad=True)
+                 for shape in ((K, C), (N, K), (C, )))
+    return x, a, rho, s
+
+
+def assert_same_gradients(grads, expected_grads, x):
+    for grad, expected_grad in zip(grads, expected_grads):
+        # Entries where x == 0 are not in the signal, so their gradient
+        # is not tracked; compare where the signal lives.
+        if grad.shape == x.shape:
+            mask = x != 0
+            grad, expected_grad = grad[mask], expected_grad[mask]
+        assert torch.allclose(grad, expected_grad)
+
+
 def reference_hop(M, x, a, rho, s):
     # x'_{j,c} = sum_{k,i} x_{i,c} a_{k,c} rho_{i,k} M_k[i,j] + s_c x_{j,c}
     out = torch.einsum('kij,ic,kc,ik->jc', M, x, a, rho)
@@ -26,13 +47,7 @@ def test_one_hop_equals_dense_operators(random_graph, mode, density,
     graph = TypedGraph(*random_graph).to(device)
     M = dense_operators(edge_index, edge_type, N, K)
     C = 5
-    x = random_signals(N, C, density).requires_grad_()
-    gen = torch.Generator().manual_seed(1)
-    a = torch.rand(K, C, generator=gen, dtype=torch.double,
-                   requires_grad=True)
-    rho = torch.rand(N, K, generator=gen, dtype=torch.double,
-                     requires_grad=True)
-    s = torch.rand(C, generator=gen, dtype=torch.double, requires_grad=True)
+    x, a, rho, s = hop_inputs(N, K, C, density, seed=1)
 
     out = graph.propagate(Signals.from_flat(x.view(-1).to(device), C),
                           a.to(device), rho.to(device), s.to(device),
@@ -40,17 +55,12 @@ def test_one_hop_equals_dense_operators(random_graph, mode, density,
     expected = reference_hop(M, x, a, rho, s)
     assert torch.allclose(out, expected)
 
-    weight = torch.rand(N, C, generator=gen, dtype=torch.double)
+    weight = torch.rand(N, C, generator=torch.Generator().manual_seed(3),
+                        dtype=torch.double)
     grads = torch.autograd.grad((out * weight).sum(), [x, a, rho, s])
     expected_grads = torch.autograd.grad((expected * weight).sum(),
                                          [x, a, rho, s])
-    for grad, expected_grad in zip(grads, expected_grads):
-        # Entries where x == 0 are not in the signal, so their gradient
-        # is not tracked; compare where the signal lives.
-        if grad.shape == x.shape:
-            mask = x != 0
-            grad, expected_grad = grad[mask], expected_grad[mask]
-        assert torch.allclose(grad, expected_grad)
+    assert_same_gradients(grads, expected_grads, x)
 
 
 @pytest.mark.parametrize('mode', ['dense', 'sparse'])
@@ -89,13 +99,7 @@ def test_targets_and_totals_equal_dense_operators(random_graph, mode,
     edge_index, edge_type, N, K = random_graph
     graph = TypedGraph(*random_graph)
     C = 3
-    x = random_signals(N, C, density).requires_grad_()
-    gen = torch.Generator().manual_seed(2)
-    a = torch.rand(K, C, generator=gen, dtype=torch.double,
-                   requires_grad=True)
-    rho = torch.rand(N, K, generator=gen, dtype=torch.double,
-                     requires_grad=True)
-    s = torch.rand(C, generator=gen, dtype=torch.double, requires_grad=True)
+    x, a, rho, s = hop_inputs(N, K, C, density, seed=2)
     target = torch.tensor([edge_index[1, 0], 5, 0])
     picks = [[0, 0], [3, 9], [20, 20]]  # edge 0 has duplicates
     src, typ, dst = edge_index[0], edge_type, edge_index[1]
@@ -123,11 +127,7 @@ def test_targets_and_totals_equal_dense_operators(random_graph, mode,
 
     grads = torch.autograd.grad(loss(value, total), [x, a, rho, s])
     expected_grads = torch.autograd.grad(loss(*expected), [x, a, rho, s])
-    for grad, expected_grad in zip(grads, expected_grads):
-        if grad.shape == x.shape:  # tracked where the signal lives
-            mask = x != 0
-            grad, expected_grad = grad[mask], expected_grad[mask]
-        assert torch.allclose(grad, expected_grad)
+    assert_same_gradients(grads, expected_grads, x)
 
 
 def test_edge_range_counts_duplicates(random_graph):
