@@ -355,7 +355,6 @@ class TypedGraph:
 
         :rtype: :class:`Signals`
         """
-        _check_mode(mode)
         C = x.num_columns
         rho = SourceWeights.wrap(rho)
         out_deg = self.node_ptr[x.node + 1] - self.node_ptr[x.node]
@@ -363,8 +362,7 @@ class TypedGraph:
         stay = None
         if self_weight is not None:
             stay = x.value * self_weight.index_select(0, x.column)
-        if mode == 'sparse' or (mode == 'auto' and work < (
-                self.SPARSE_THRESHOLD * self.num_edges * C)):
+        if self._sparse(mode, work, self.num_edges * C):
             index, value = self._sparse_hop(x, type_weight, rho, removed,
                                             out_deg, work)
             if stay is not None:
@@ -412,7 +410,6 @@ class TypedGraph:
         :rtype: (:class:`torch.Tensor` :obj:`[C]`, :class:`torch.Tensor`
             :obj:`[C]`): values at the targets and totals.
         """
-        _check_mode(mode)
         C = x.num_columns
         rho = SourceWeights.wrap(rho)
         device = x.value.device
@@ -437,8 +434,7 @@ class TypedGraph:
         # Totals: each entry spreads x * a_k * rho * (number of k-edges).
         count = self.pair_ptr[x.node + 1] - self.pair_ptr[x.node]
         work = int(count.sum())
-        if mode == 'sparse' or (mode == 'auto' and work < (
-                self.SPARSE_THRESHOLD * self.num_pairs * C)):
+        if self._sparse(mode, work, self.num_pairs * C):
             entry, pair = ragged_arange(self.pair_ptr[x.node], count, work)
             col = x.column[entry]
             row = None if rho is None else rho.rows(x.node,
@@ -477,6 +473,16 @@ class TypedGraph:
         if self_weight is not None:
             value = value + self_weight * lookup(target, columns)
         return value, total
+
+    def _sparse(self, mode: str, work: int, dense_size: int) -> bool:
+        # Whether a computation takes its sparse way: forced, or "auto"
+        # with fewer expanded elements than SPARSE_THRESHOLD per element of
+        # the dense way.
+        if mode not in ('auto', 'dense', 'sparse'):
+            raise ValueError(f"'mode' must be 'auto', 'dense' or 'sparse', "
+                             f"got {mode!r}")
+        return mode == 'sparse' or (
+            mode == 'auto' and work < self.SPARSE_THRESHOLD * dense_size)
 
     def _pair_values(self, dense: Tensor, type_weight: Tensor,
                      rho: Optional['SourceWeights']) -> Tensor:
@@ -586,12 +592,6 @@ def _distinct_ranges(removed: Tuple[Tensor, Tensor]):
     present = hi > lo
     present[:, 1:] &= lo[:, 1:] != lo[:, :-1]
     return col[present], lo[present], hi[present]
-
-
-def _check_mode(mode: str):
-    if mode not in ('auto', 'dense', 'sparse'):
-        raise ValueError(f"'mode' must be 'auto', 'dense' or 'sparse', "
-                         f"got {mode!r}")
 
 
 def check_edge_shapes(edge_index: Tensor, edge_type: Tensor):
