@@ -42,6 +42,7 @@ import torch
 from torch import Tensor
 
 from .kg import split_triples
+from .paths import path_counts, pattern_of
 
 CONFIDENCES = ('grounded', 'attention')
 
@@ -183,7 +184,7 @@ def grounded_rules(model: torch.nn.Module, data: Any, relation: int,
     Vectorised: per batch of queries, one pass of the model for the
     path factors (:meth:`~pyg_degreembed.RuleReasoner.path_factors`) and one
     weighted path count for all rule bodies
-    (:func:`~pyg_degreembed.saturation.path_counts` with :math:`\rho`).
+    (:func:`~pyg_degreembed.paths.path_counts` with :math:`\rho`).
 
     Args:
         model (RuleReasoner): A trained rule reasoner.
@@ -209,7 +210,6 @@ def rule_masses(model: torch.nn.Module, data: Any, relation: int,
     r"""The score mass of every rule body (the empty body is the identity
     path) summed over the queries, and the queries' total score; see
     :func:`grounded_rules`."""
-    from .saturation import path_counts, pattern_of
     if triples is None:
         triples = training_queries(data, relation)
     triples = triples[:, triples[1] == relation]

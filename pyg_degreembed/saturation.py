@@ -29,14 +29,12 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import torch
-from torch import Tensor
 from torch_geometric.data import Data
 
-from .kg import SPLITS, add_inverse_edges, all_triples, query_edges, \
-    split_triples
+from .kg import SPLITS, add_inverse_edges, all_triples, split_triples
 from .convert import as_kg
-from .ragged import ragged_arange
-from .typed_graph import SourceWeights, TypedGraph
+from .paths import path_counts, pattern_of
+from .typed_graph import TypedGraph
 
 
 @dataclass(frozen=True)
@@ -47,90 +45,6 @@ class Saturation:
     macro: float
     micro: float
     comprehensive: float
-
-
-def path_counts(graph: TypedGraph, triples: Tensor, num_steps: int,
-                num_relations: int, min_length: int = 1,
-                chunk_size: int = 2048,
-                weight: Optional[SourceWeights] = None
-                ) -> Tuple[Tensor, Tensor, Tensor]:
-    r"""Counts, for every triple :math:`(h, q, t)`, the paths from :math:`h`
-    to :math:`t` of every pattern of length :obj:`min_length` to
-    :obj:`num_steps`, in :obj:`graph` without the triple's own edge and its
-    inverse.  With :obj:`weight` (:math:`\rho`), a path
-    :math:`z_0 \xrightarrow{k_1} z_1 \cdots` counts
-    :math:`\prod_i \rho_{z_{i-1}, k_i}` instead of 1, with the rows that
-    triple :math:`b` (its column in :obj:`weight`, see
-    :class:`~pyg_degreembed.SourceWeights`) reads.
-
-    :rtype: (triple index :obj:`[M]`, pattern id :obj:`[M]`, count
-        :obj:`[M]`, float with :obj:`weight`); a pattern :math:`(k_1,
-        \ldots, k_l)` has id :math:`\sum_i (k_i + 1) (K + 1)^{l - i}` (see
-        :func:`pattern_of`).
-    """
-    out = ([], [], [])
-    for start in range(0, triples.size(1), chunk_size):
-        part = triples[:, start:start + chunk_size]
-        for i, value in enumerate(_chunk_counts(graph, part, num_steps,
-                                                num_relations, min_length,
-                                                weight, start)):
-            out[i].append(value + start if i == 0 else value)
-    return tuple(torch.cat(v) if v else torch.empty(0, dtype=torch.long)
-                 for v in out)
-
-
-def _chunk_counts(graph, triples, num_steps, num_relations, min_length,
-                  weight=None, offset=0):
-    N, K = graph.num_nodes, graph.num_edge_types
-    h, q, t = triples
-    B = h.numel()
-    device = h.device
-    removed_lo, removed_hi = graph.edge_range(
-        *query_edges(h, q, t, num_relations)[:3])
-
-    trip = torch.arange(B, device=device)
-    node = h.clone()
-    pattern = torch.zeros(B, dtype=torch.long, device=device)
-    count = torch.ones(B, device=device, dtype=torch.long if weight is None
-                       else torch.double)
-    hits = ([], [], [])
-    for step in range(1, num_steps + 1):
-        out_deg = graph.node_ptr[node + 1] - graph.node_ptr[node]
-        entry, edge = ragged_arange(graph.node_ptr[node], out_deg)
-        trip_e = trip[entry]
-        lo, hi = removed_lo[trip_e], removed_hi[trip_e]
-        keep = ~((lo <= edge.unsqueeze(-1)) &
-                 (edge.unsqueeze(-1) < hi)).any(dim=-1)
-        entry, edge, trip_e = entry[keep], edge[keep], trip_e[keep]
-        pattern_e = pattern[entry] * (K + 1) + graph.edge_type[edge] + 1
-        node_e = graph.edge_dst[edge]
-        # Merge equal (triple, entity, pattern) states.
-        key = (trip_e * N + node_e) * (K + 1)**step + pattern_e
-        key, inverse = torch.unique(key, return_inverse=True)
-        spread = count[entry]
-        if weight is not None:
-            spread = spread * weight.at(graph.edge_src[edge],
-                                        graph.edge_type[edge],
-                                        trip_e + offset).double()
-        count = count.new_zeros(key.numel()).index_add_(0, inverse, spread)
-        pattern = key % (K + 1)**step
-        node = (key // (K + 1)**step) % N
-        trip = key // ((K + 1)**step * N)
-        if step >= min_length:
-            at_tail = node == t[trip]
-            hits[0].append(trip[at_tail])
-            hits[1].append(pattern[at_tail])
-            hits[2].append(count[at_tail])
-    return tuple(torch.cat(v) for v in hits)
-
-
-def pattern_of(pattern_id: int, num_edge_types: int) -> Tuple[int, ...]:
-    r"""The edge types of a pattern id from :func:`path_counts`."""
-    out = []
-    while pattern_id:
-        pattern_id, k = divmod(pattern_id, num_edge_types + 1)
-        out.append(k - 1)
-    return tuple(reversed(out))
 
 
 def saturation(

@@ -5,8 +5,8 @@ import torch
 
 from conftest import dense_operators
 from pyg_degreembed import TypedGraph, from_edge_index
-from pyg_degreembed.saturation import (path_counts, pattern_of, saturation,
-                                       saturation_table)
+from pyg_degreembed.paths import path_counts, pattern_of
+from pyg_degreembed.saturation import saturation, saturation_table
 
 
 def brute_force_counts(edge_index, edge_type, N, K, triple, L, R):

@@ -1,0 +1,144 @@
+"""Rules applied as a symbolic miner applies them (AppliedRules) against the
+trained model's sum over paths, chosen on validation.
+
+    python benchmarks/applied_rules.py --dataset umls [--num-steps 2]
+
+For each dataset: trains DegreEmbed with the defaults (seed 0) for the
+tie-break, counts support and groundings of every cyclic rule of length
+<= L once (rule_counts), then ranks the validation and test queries with
+every setting of the grid: unseen u in UNSEEN x tie-break (none / the
+trained model) x answer-type rules (with / without) with 3 keys, and 1 or 5
+keys at u = 50 with both.
+Writes results/applied_rules/<dataset>-L<L>.json (validation and test MRR
+of every setting, realistic and optimistic ties, and the model's own);
+`--table-only` writes results/applied_rules.md: the setting with the best
+mean validation MRR over the datasets run, and its test figures.
+"""
+import argparse
+import glob
+import json
+import os
+import statistics
+import time
+
+from torch_geometric import seed_everything
+
+from common import RESULTS, load_benchmark, save_run, test_metrics, \
+    write_markdown
+from pyg_degreembed import DegreEmbedReasoner, compute_ranks, fit
+from pyg_degreembed.applied_rules import AppliedRules, rule_counts
+
+UNSEEN = (5., 20., 50., 100., 200.)
+FOLDER = os.path.join(RESULTS, 'applied_rules')
+
+
+def settings():
+    for answer_types in (True, False):
+        for tie_break in ('none', 'model'):
+            for unseen in UNSEEN:
+                yield {'unseen': unseen, 'num_keys': 3,
+                       'tie_break': tie_break, 'answer_types': answer_types}
+    for keys in (1, 5):
+        yield {'unseen': 50., 'num_keys': keys, 'tie_break': 'model',
+               'answer_types': True}
+
+
+def mrr(ranks) -> dict:
+    return {tie: ranks.metrics(tie)['mrr']
+            for tie in ('realistic', 'optimistic')}
+
+
+def run(name: str, num_steps: int, epochs: int):
+    data = load_benchmark(name)
+    seed_everything(0)
+    model = DegreEmbedReasoner(data.num_relations, num_steps=num_steps)
+    start = time.perf_counter()
+    fit(model, data, epochs=epochs, patience=3, seed=0, progress=False)
+    train_seconds = time.perf_counter() - start
+    out = {'model': {split: mrr(compute_ranks(model, data, split))
+                     for split in ('valid', 'test')}}
+    start = time.perf_counter()
+    counts = rule_counts(data, num_steps)
+    count_seconds = time.perf_counter() - start
+    out['settings'] = []
+    for setting in settings():
+        applied = AppliedRules.mine(
+            data, num_steps, unseen=setting['unseen'],
+            num_keys=setting['num_keys'], counts=counts,
+            tie_break=model if setting['tie_break'] == 'model' else None,
+            answer_types=setting['answer_types'])
+        start = time.perf_counter()
+        valid = compute_ranks(applied, data, 'valid')
+        seconds = time.perf_counter() - start
+        test = compute_ranks(applied, data, 'test')
+        row = {**setting, 'num_rules': applied.rule_key.numel(),
+               'valid': mrr(valid), 'valid_seconds': seconds,
+               'test': test_metrics(test)}
+        out['settings'].append(row)
+        print(name, setting, 'valid', row['valid'], 'test',
+              row['test']['realistic']['mrr'], flush=True)
+    save_run(os.path.join('applied_rules', f'{name}-L{num_steps}.json'),
+             {'dataset': name, 'num_steps': num_steps, 'seed': 0},
+             {**out, 'train_seconds': train_seconds,
+              'count_seconds': count_seconds})
+
+
+def key(setting) -> tuple:
+    return (setting['unseen'], setting['num_keys'], setting['tie_break'],
+            setting['answer_types'])
+
+
+def table():
+    runs = [json.load(open(path))
+            for path in sorted(glob.glob(os.path.join(FOLDER, '*.json')))]
+    if not runs:
+        raise SystemExit(f'no runs in {FOLDER}')
+    by_setting = {}
+    for run_ in runs:
+        for row in run_['settings']:
+            by_setting.setdefault(key(row), []).append(
+                row['valid']['realistic'])
+    complete = {k: v for k, v in by_setting.items() if len(v) == len(runs)}
+    best = max(complete, key=lambda k: statistics.mean(complete[k]))
+    lines = [
+        f'Chosen on the mean validation MRR (realistic ties) over '
+        f'{len(runs)} runs: unseen u = {best[0]:g}, {best[1]} keys, '
+        f'tie-break {best[2]}, answer-type rules {best[3]}.', '',
+        '| dataset | L | rules | model valid | applied valid | model test '
+        '| applied test (realistic / optimistic) | H@1 | H@10 |',
+        '|---|---|---|---|---|---|---|---|---|']
+    for run_ in runs:
+        row = next(r for r in run_['settings'] if key(r) == best)
+        test = row['test']
+        lines.append(
+            f"| {run_['dataset']} | {run_['num_steps']} | {row['num_rules']}"
+            f" | {run_['model']['valid']['realistic']:.3f}"
+            f" | {row['valid']['realistic']:.3f}"
+            f" | {run_['model']['test']['realistic']:.3f}"
+            f" | {test['realistic']['mrr']:.3f} / "
+            f"{test['optimistic']['mrr']:.3f}"
+            f" | {100 * test['realistic']['hits@1']:.1f}"
+            f" | {100 * test['realistic']['hits@10']:.1f} |")
+    lines += ['', 'Mean validation MRR of every setting:', '',
+              '| unseen u | keys | tie-break | answer types '
+              '| mean valid MRR |',
+              '|---|---|---|---|---|']
+    for k in sorted(complete):
+        lines.append(f'| {k[0]:g} | {k[1]} | {k[2]} | {k[3]} | '
+                     f'{statistics.mean(complete[k]):.4f} |')
+    path = write_markdown('applied_rules.md', '\n'.join(lines),
+                          'applied_rules.py')
+    print('\n'.join(lines))
+    print('wrote', path)
+
+
+if __name__ == '__main__':
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument('--dataset', action='append', default=[])
+    parser.add_argument('--num-steps', type=int, default=2)
+    parser.add_argument('--epochs', type=int, default=20)
+    parser.add_argument('--table-only', action='store_true')
+    args = parser.parse_args()
+    for name in args.dataset:
+        run(name, args.num_steps, args.epochs)
+    table()

@@ -1,0 +1,387 @@
+r"""Explicit rules with empirical confidences, applied as a symbolic rule
+miner applies them.
+
+**Path rules.** A rule of query relation :math:`q \in [0, 2R)` is a path
+pattern :math:`(k_1, \ldots, k_m)`, :math:`m \leq L`:
+:math:`q(X, Y) \Leftarrow k_1(X, Z_1), \ldots, k_m(Z_{m-1}, Y)`.  Its
+confidence is measured on the observed graph and the training queries of
+:math:`q` (each without its own edge and that edge's inverse, as in
+training), with AnyBURL's pessimism for rules of little support:
+
+.. math::
+    \mathrm{conf}(q, \mathbf{p}) = \frac{|\{(x, y) : q(x, y),\;
+    \mathbf{p}(x, y)\}|}{|\{(x, y) : \mathbf{p}(x, y)\}| + u},
+
+with :math:`u` unseen negative groundings (:obj:`unseen`) and :math:`x
+\neq y` throughout (object identity: the head is never its own answer).
+
+**Answer-type rules.** :math:`q(X, Y) \Leftarrow s(Y, \_)`: the answer has
+an edge of type :math:`s` (a column of its degree-type set, see
+:mod:`pyg_degreembed.features`), with the confidence
+:math:`|\{(x, y) : q(x, y), s(y, \_)\}| / (|\{(x, y) : \exists y'\,
+q(x, y'),\; s(y, \_)\}| + u)`, the answer's own edge left out.
+
+**Ranking.** A candidate :math:`y` of :math:`(h, q, ?)` is ranked by the
+confidence of the best path rule whose body holds for :math:`(h, y)`, ties
+broken by the second best, and so on (AnyBURL's *max-plus*;
+:obj:`num_keys` rules are compared), then by its best answer-type rule,
+then, if a :obj:`tie_break` model is given, by that model's score.
+:meth:`AppliedRules.forward` returns scores that order the candidates
+exactly so (equal keys, equal scores).
+"""
+import weakref
+from typing import Any, List, NamedTuple, Optional, Tuple
+
+import torch
+from torch import Tensor
+from torch.nn import Module
+
+from .convert import as_kg
+from .kg import check_positive_ints, index_tensor, query_edges, split_triples
+from .paths import expand_paths, path_counts, pattern_of
+from .ragged import ragged_arange
+from .resolve import resolve_graph
+from .rules import Rule
+from .typed_graph import TypedGraph
+
+
+class AppliedRules(Module):
+    r"""Ranks answers with explicit rules and their empirical confidences
+    (see the module's description).  Build it with :meth:`mine`.
+
+    Args:
+        num_relations (int): The number :math:`R` of KG relations.
+        num_steps (int): The longest rule :math:`L`.
+        relation (torch.Tensor): Query relation of each rule in
+            :math:`[0, 2R)`, shape :obj:`[M]`.
+        pattern (torch.Tensor): Pattern id of each rule (see
+            :mod:`pyg_degreembed.paths`), shape :obj:`[M]`.
+        confidence (torch.Tensor): Confidence of each rule, shape
+            :obj:`[M]`.
+        num_keys (int, optional): How many rules are compared per candidate
+            (best first). (default: :obj:`3`)
+        tie_break (torch.nn.Module, optional): A model whose score breaks
+            the ties left by the rules (e.g. a trained
+            :class:`~pyg_degreembed.RuleReasoner`). (default: :obj:`None`)
+        type_confidence (torch.Tensor, optional): Confidence of the
+            answer-type rule :math:`q(X, Y) \Leftarrow s(Y, \_)`, shape
+            :obj:`[2R, 2R]` (row :math:`q`, column :math:`s`). (default:
+            :obj:`None`, no answer-type rules)
+    """
+    def __init__(self, num_relations: int, num_steps: int, relation: Tensor,
+                 pattern: Tensor, confidence: Tensor, num_keys: int = 3,
+                 tie_break: Optional[Module] = None,
+                 type_confidence: Optional[Tensor] = None):
+        super().__init__()
+        check_positive_ints(num_relations=num_relations, num_steps=num_steps,
+                            num_keys=num_keys)
+        self.num_relations = num_relations
+        self.num_edge_types = 2 * num_relations
+        self.num_steps = num_steps
+        self.num_keys = num_keys
+        self.tie_break = tie_break
+        key, perm = torch.sort(relation * self._num_patterns + pattern)
+        self.register_buffer('rule_key', key)
+        self.register_buffer('confidence', confidence.double()[perm])
+        K = self.num_edge_types
+        if type_confidence is None:
+            type_confidence = torch.zeros(K, K, dtype=torch.double)
+        if type_confidence.shape != (K, K):
+            raise ValueError(f"'type_confidence' must have shape [{K}, {K}], "
+                             f"got {list(type_confidence.shape)}")
+        self.register_buffer('type_confidence', type_confidence.double())
+        # The answer-type ranks of the last graph (see _answer_types).
+        self._types: Tuple[Any, Optional[Tensor]] = (None, None)
+
+    @property
+    def _num_patterns(self) -> int:
+        return (self.num_edge_types + 1)**self.num_steps
+
+    @classmethod
+    def mine(cls, data: Any, num_steps: int = 2, min_support: int = 2,
+             unseen: float = 50., num_keys: int = 3,
+             tie_break: Optional[Module] = None,
+             counts: Optional['RuleCounts'] = None,
+             answer_types: bool = True) -> 'AppliedRules':
+        r"""Every cyclic rule of length at most :obj:`num_steps` that holds
+        for at least :obj:`min_support` training queries of its relation,
+        with its confidence (see the module's description).
+
+        Args:
+            data: The KG, in any layout :func:`~pyg_degreembed.as_kg` reads.
+            num_steps (int, optional): The longest rule :math:`L`.
+                (default: :obj:`2`)
+            min_support (int, optional): Fewest training queries a rule must
+                answer. (default: :obj:`2`)
+            unseen (float, optional): The :math:`u` of the confidence.
+                (default: :obj:`50.0`)
+            num_keys (int, optional): See :class:`AppliedRules`.
+            tie_break (torch.nn.Module, optional): See
+                :class:`AppliedRules`.
+            counts (RuleCounts, optional): The counts of
+                :func:`rule_counts` for :obj:`data` and :obj:`num_steps`, if
+                already computed. (default: :obj:`None`)
+            answer_types (bool, optional): Add the answer-type rules.
+                (default: :obj:`True`)
+        """
+        if counts is None:
+            counts = rule_counts(data, num_steps)
+        keep = counts.support >= min_support
+        confidence = counts.support[keep].double() / (
+            counts.groundings[keep] + unseen)
+        type_confidence = None
+        if answer_types:
+            support, groundings = type_counts(data)
+            type_confidence = torch.where(
+                support >= min_support,
+                support.double() / (groundings + unseen), 0.)
+        return cls(as_kg(data).num_relations, num_steps,
+                   counts.relation[keep], counts.pattern[keep], confidence,
+                   num_keys, tie_break, type_confidence)
+
+    def rules(self, relation: int) -> List[Rule]:
+        r"""The rules of query relation :obj:`relation` with their
+        confidences, best first."""
+        P = self._num_patterns
+        sel = (self.rule_key // P == relation).nonzero().view(-1)
+        out = [Rule(relation, pattern_of(int(key) % P, self.num_edge_types),
+                    float(c)) for key, c in zip(self.rule_key[sel],
+                                                self.confidence[sel])]
+        out.sort(key=lambda rule: (-rule.confidence, rule.body))
+        return out
+
+    def rule_keys(self, graph: TypedGraph, head: Tensor, relation: Tensor,
+                  remove_tail: Optional[Tensor] = None) -> Tensor:
+        r"""The confidences of the :obj:`num_keys` best rules that reach
+        each entity, best first (0 where fewer rules reach it); the head
+        itself is never reached (object identity).
+
+        :rtype: :class:`torch.Tensor` of shape :obj:`[B, N, num_keys]`
+        """
+        B, N = head.numel(), graph.num_nodes
+        cell, keys = self._fired(graph, head, relation, remove_tail)
+        out = keys.new_zeros(B * N, self.num_keys)
+        out[cell] = keys
+        return out.view(B, N, self.num_keys)
+
+    def _fired(self, graph, head, relation, remove_tail):
+        # The cells b * N + y that some rule reaches, sorted, and their keys.
+        N, P = graph.num_nodes, self._num_patterns
+        removed = None
+        if remove_tail is not None:
+            removed = graph.edge_range(*query_edges(
+                head, relation, remove_tail, self.num_relations)[:3])
+        cell, conf = [], []
+        for walk, node, pattern, _ in expand_paths(graph, head,
+                                                   self.num_steps, removed):
+            other = node != head[walk]
+            walk, node, pattern = walk[other], node[other], pattern[other]
+            at, found = _find(self.rule_key, relation[walk] * P + pattern)
+            cell.append((walk * N + node)[found])
+            conf.append(self.confidence[at[found]])
+        cell, conf = torch.cat(cell), torch.cat(conf)
+        # Best first within each (query, entity) cell.
+        order = torch.argsort(conf, descending=True, stable=True)
+        order = order[torch.argsort(cell[order], stable=True)]
+        cell, conf = cell[order], conf[order]
+        first = torch.searchsorted(cell, cell)
+        position = torch.arange(cell.numel(), device=cell.device) - first
+        cells, index = torch.unique_consecutive(cell, return_inverse=True)
+        keep = position < self.num_keys
+        keys = conf.new_zeros(cells.numel(), self.num_keys)
+        keys[index[keep], position[keep]] = conf[keep]
+        return cells, keys
+
+    @torch.no_grad()
+    def forward(self, edge_index: Any, edge_type: Optional[Tensor] = None,
+                head: Optional[Tensor] = None,
+                relation: Optional[Tensor] = None, *,
+                num_nodes: Optional[int] = None,
+                remove_tail: Optional[Tensor] = None) -> Tensor:
+        r"""Scores every entity as the answer of :obj:`(head, relation,
+        ?)`, called like :meth:`RuleReasoner.forward`: higher is better,
+        equal keys give equal scores.
+
+        :rtype: :class:`torch.Tensor` of shape :obj:`[B, N]`
+        """
+        if not isinstance(edge_index, Tensor):  # (graph, head, relation)
+            head, relation, edge_type = edge_type, head, None
+        graph = resolve_graph(edge_index, edge_type, num_nodes,
+                              num_relations=self.num_relations,
+                              device=self.rule_key.device)
+        head = index_tensor(head, 'head').to(graph.device)
+        relation = index_tensor(relation, 'relation').to(graph.device)
+        B, N = head.numel(), graph.num_nodes
+        cell, keys = self._fired(graph, head, relation, remove_tail)
+        # The later keys: the answer-type rank (an integer), then the
+        # tie-break's score scaled into [0, 1), so that their sum orders
+        # the entities that no path rule reaches.
+        tail = self._answer_types(graph)[relation].double().view(-1)
+        if self.tie_break is not None:
+            tie = (self.tie_break(graph, head, relation)
+                   if remove_tail is None else
+                   self.tie_break(graph, head, relation,
+                                  remove_tail=remove_tail)).double()
+            tie = tie.view(-1)
+            tail = tail + tie / (float(tie.abs().max()) + 1.)
+        score = tail.clone()
+        if cell.numel():
+            # The others come above, in the lexicographic order of (query,
+            # path keys, tail), which unique(dim=0) sorts the rows in: the
+            # inverse is a dense rank, monotone within each query.
+            rows = torch.cat([(cell // N).double().unsqueeze(-1), keys,
+                              tail[cell].unsqueeze(-1)], dim=-1)
+            rank = torch.unique(rows, dim=0, return_inverse=True)[1]
+            score[cell] = float(tail.max()) + 1. + rank.double()
+        return score.view(B, N)
+
+    def _answer_types(self, graph: TypedGraph) -> Tensor:
+        # [2R, N]: for query relation q and entity y, the dense rank
+        # (1 = the lowest positive confidence of q) of the best answer-type
+        # rule of q that y satisfies in `graph`, 0 if none; kept for the
+        # last graph (the prepared graphs are cached, so it is often the
+        # same object).
+        last, table = self._types
+        if last is not None and last() is graph:
+            return table
+        K, N = self.num_edge_types, graph.num_nodes
+        conf = self.type_confidence.to(graph.device)
+        level = torch.zeros_like(conf, dtype=torch.long)
+        for q in range(K):
+            values, index = torch.unique(conf[q], return_inverse=True)
+            level[q] = index + int(values[0] > 0)
+        has = torch.zeros(N, K, dtype=torch.long, device=graph.device)
+        has[graph.pair_src, graph.pair_type] = 1
+        table = torch.cat([
+            (has.unsqueeze(0) * level[q:q + 8].unsqueeze(1)).amax(-1)
+            for q in range(0, K, 8)]) if N else level.new_zeros(K, 0)
+        self._types = (weakref.ref(graph), table)
+        return table
+
+
+class RuleCounts(NamedTuple):
+    r"""Per rule (query relation, pattern): the training queries its body
+    answers (:obj:`support`) and the pairs its body joins
+    (:obj:`groundings`), see :func:`rule_counts`."""
+    relation: Tensor
+    pattern: Tensor
+    support: Tensor
+    groundings: Tensor
+
+
+@torch.no_grad()
+def rule_counts(data: Any, num_steps: int = 2,
+                chunk_size: int = 256) -> RuleCounts:
+    r"""Support and groundings of every cyclic rule of length at most
+    :obj:`num_steps` that answers at least one training query, on the
+    observed graph (see the module's description).  A body grounding
+    :math:`(x, y)` needs :math:`x \neq y` (object identity, as AnyBURL);
+    a pair that is a training answer of :math:`q` counts only if the body
+    joins it without that query's own edge (as for the support).
+
+    Args:
+        data: The KG, in any layout :func:`~pyg_degreembed.as_kg` reads.
+        num_steps (int, optional): The longest rule :math:`L`.
+            (default: :obj:`2`)
+        chunk_size (int, optional): Start entities expanded at once.
+            (default: :obj:`256`)
+    """
+    kg = as_kg(data)
+    R, N = kg.num_relations, kg.num_nodes
+    check_positive_ints(num_steps=num_steps, chunk_size=chunk_size)
+    P = (2 * R + 1)**num_steps
+    graph = resolve_graph(data, num_relations=R)
+    queries = _training_queries(kg)
+    trip, pattern, _ = path_counts(graph, queries, num_steps, R)
+    rule, support = torch.unique(queries[1, trip] * P + pattern,
+                                 return_counts=True)
+    bodies = torch.unique(rule % P)
+    # Every body grounding (x, y) of every rule, minus the training answers
+    # it reaches with their own edge, plus those it reaches without (the
+    # support).
+    answers = _Pairs(queries[0] * N + queries[2], queries[1])
+    pairs = torch.zeros(bodies.numel(), dtype=torch.long)
+    reached = torch.zeros(rule.numel(), dtype=torch.long)
+    for begin in range(0, N, chunk_size):
+        start = torch.arange(begin, min(begin + chunk_size, N))
+        for walk, node, pattern, _ in expand_paths(graph, start,
+                                                   num_steps):
+            x = start[walk]
+            other = node != x
+            x, node, pattern = x[other], node[other], pattern[other]
+            _count_into(pairs, bodies, pattern)
+            row, q = answers.lookup(x * N + node)
+            _count_into(reached, rule, q * P + pattern[row])
+    groundings = pairs[torch.searchsorted(bodies, rule % P)] - reached + \
+        support
+    return RuleCounts(rule // P, rule % P, support, groundings)
+
+
+@torch.no_grad()
+def type_counts(data: Any, chunk_size: int = 4096) -> Tuple[Tensor, Tensor]:
+    r"""Support and groundings of every answer-type rule :math:`q(X, Y)
+    \Leftarrow s(Y, \_)` (see the module's description) on the observed
+    graph and the training queries.
+
+    :rtype: (support, groundings), each of shape :obj:`[2R, 2R]` (row
+        :math:`q`, column :math:`s`)
+    """
+    kg = as_kg(data)
+    R, N = kg.num_relations, kg.num_nodes
+    K = 2 * R
+    graph = resolve_graph(data, num_relations=R)
+    queries = _training_queries(kg)
+    # Edges of each type out of each entity.
+    count = torch.zeros(N, K, dtype=torch.long)
+    count[graph.pair_src, graph.pair_type] = graph.pair_count
+    support = torch.zeros(K, K, dtype=torch.long)
+    for begin in range(0, queries.size(1), chunk_size):
+        x, q, y = queries[:, begin:begin + chunk_size]
+        edges = count[y]
+        # Without the query's own edge: y -> x of the inverse type.
+        inverse = (q + R) % K
+        lo, hi = graph.edge_range(y, inverse, x)
+        rows = torch.arange(y.numel())
+        edges[rows, inverse] -= hi - lo
+        support.index_add_(0, q, (edges > 0).long())
+    heads = torch.bincount(torch.unique(queries[1] * N + queries[0]) // N,
+                           minlength=K)
+    groundings = heads.view(-1, 1) * (count > 0).sum(0).view(1, -1)
+    return support, groundings
+
+
+def _training_queries(kg) -> Tensor:
+    # The distinct training queries (x, q, y), x != y, both directions.
+    R = kg.num_relations
+    h, r, t = split_triples(kg, 'train')
+    queries = torch.stack([torch.cat([h, t]), torch.cat([r, r + R]),
+                           torch.cat([t, h])])
+    return torch.unique(queries[:, queries[0] != queries[2]], dim=1)
+
+
+def _find(keys: Tensor, values: Tensor) -> Tuple[Tensor, Tensor]:
+    # Where each value stands in the sorted keys, and whether it is there.
+    at = torch.searchsorted(keys, values).clamp(max=max(keys.numel() - 1, 0))
+    if keys.numel() == 0:
+        return at, torch.zeros_like(values, dtype=torch.bool)
+    return at, keys[at] == values
+
+
+def _count_into(counts: Tensor, keys: Tensor, values: Tensor):
+    # counts[i] += how often keys[i] occurs in values (others are ignored).
+    at, found = _find(keys, values)
+    counts.index_add_(0, at[found], torch.ones_like(values[found]))
+
+
+class _Pairs:
+    # Pairs (key, value) sorted by key, looked up by many keys at once.
+    def __init__(self, keys: Tensor, values: Tensor):
+        self.keys, perm = torch.sort(keys)
+        self.values = values[perm]
+
+    def lookup(self, keys: Tensor) -> Tuple[Tensor, Tensor]:
+        # (position in keys, value) of every pair with a matching key.
+        lo = torch.searchsorted(self.keys, keys)
+        hi = torch.searchsorted(self.keys, keys, right=True)
+        row, at = ragged_arange(lo, hi - lo)
+        return row, self.values[at]

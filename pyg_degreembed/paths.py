@@ -1,0 +1,119 @@
+r"""Typed paths out of entities, counted per pattern.
+
+A pattern is a sequence of edge types :math:`(k_1, \ldots, k_l)`; its id is
+:math:`\sum_i (k_i + 1) (K + 1)^{l - i}` (:func:`pattern_of` reads it back).
+Paths are expanded as a frontier over the graph's CSR structure and merged
+by (walk, entity, pattern) after every step: no Python loop over paths and
+no dense :math:`N \times N` matrix.  Saturation, grounded rule confidences
+and :class:`~pyg_degreembed.AppliedRules` are built on it.
+"""
+from typing import Iterator, Optional, Tuple
+
+import torch
+from torch import Tensor
+
+from .kg import query_edges
+from .ragged import ragged_arange
+from .typed_graph import SourceWeights, TypedGraph
+
+
+def expand_paths(graph: TypedGraph, start: Tensor, num_steps: int,
+                 removed: Optional[Tuple[Tensor, Tensor]] = None,
+                 weight: Optional[SourceWeights] = None, offset: int = 0,
+                 by_pattern: bool = True
+                 ) -> Iterator[Tuple[Tensor, Tensor, Tensor, Tensor]]:
+    r"""Yields, after each step :math:`l = 1, \ldots, L`, the paths of
+    length :math:`l` out of every start entity, merged by end entity and
+    pattern: :obj:`(walk, node, pattern, count)`, each of shape
+    :obj:`[M_l]`, with :obj:`walk` the position in :obj:`start` and
+    :obj:`count` the number of such paths (with :obj:`weight`
+    :math:`\rho`, a path :math:`z_0 \xrightarrow{k_1} z_1 \cdots` counts
+    :math:`\prod_i \rho_{z_{i-1}, k_i}`, read in column :obj:`walk +
+    offset`).
+
+    Args:
+        graph (TypedGraph): The graph.
+        start (torch.Tensor): Start entities, shape :obj:`[B]`.
+        num_steps (int): The longest path :math:`L`.
+        removed (Tuple[torch.Tensor, torch.Tensor], optional): Edges walk
+            :obj:`b` does not take: ids in :obj:`[lo[b, s], hi[b, s])`
+            (see :meth:`TypedGraph.edge_range`), shape :obj:`[B, S]`.
+            (default: :obj:`None`)
+        weight (SourceWeights, optional): :math:`\rho`. (default:
+            :obj:`None`, every path counts 1)
+        offset (int, optional): Column of walk 0 in :obj:`weight`.
+            (default: :obj:`0`)
+        by_pattern (bool, optional): If :obj:`False`, paths are merged by
+            end entity only (every pattern id is :obj:`0`): the entities
+            reachable in exactly :math:`l` steps. (default: :obj:`True`)
+    """
+    N, K = graph.num_nodes, graph.num_edge_types
+    walk = torch.arange(start.numel(), device=start.device)
+    node = start
+    pattern = torch.zeros_like(start)
+    count = torch.ones(start.numel(), device=start.device,
+                       dtype=torch.long if weight is None else torch.double)
+    for step in range(1, num_steps + 1):
+        out_deg = graph.node_ptr[node + 1] - graph.node_ptr[node]
+        entry, edge = ragged_arange(graph.node_ptr[node], out_deg)
+        walk_e = walk[entry]
+        if removed is not None:
+            lo, hi = removed[0][walk_e], removed[1][walk_e]
+            keep = ~((lo <= edge.unsqueeze(-1)) &
+                     (edge.unsqueeze(-1) < hi)).any(dim=-1)
+            entry, edge, walk_e = entry[keep], edge[keep], walk_e[keep]
+        # Merge equal (walk, entity, pattern) states.
+        key = walk_e * N + graph.edge_dst[edge]
+        base = (K + 1)**step if by_pattern else 1
+        if by_pattern:
+            key = key * base + pattern[entry] * (K + 1) + \
+                graph.edge_type[edge] + 1
+        key, inverse = torch.unique(key, return_inverse=True)
+        spread = count[entry]
+        if weight is not None:
+            spread = spread * weight.at(graph.edge_src[edge],
+                                        graph.edge_type[edge],
+                                        walk_e + offset).double()
+        count = count.new_zeros(key.numel()).index_add_(0, inverse, spread)
+        pattern = key % base
+        node = (key // base) % N
+        walk = key // (base * N)
+        yield walk, node, pattern, count
+
+
+def path_counts(graph: TypedGraph, triples: Tensor, num_steps: int,
+                num_relations: int, min_length: int = 1,
+                chunk_size: int = 2048,
+                weight: Optional[SourceWeights] = None
+                ) -> Tuple[Tensor, Tensor, Tensor]:
+    r"""Counts, for every triple :math:`(h, q, t)`, the paths from :math:`h`
+    to :math:`t` of every pattern of length :obj:`min_length` to
+    :obj:`num_steps`, in :obj:`graph` without the triple's own edge and its
+    inverse (with :obj:`weight`, weighted as in :func:`expand_paths`, the
+    triple's column being its position).
+
+    :rtype: (triple index :obj:`[M]`, pattern id :obj:`[M]`, count
+        :obj:`[M]`, float with :obj:`weight`)
+    """
+    out = ([], [], [])
+    for start in range(0, triples.size(1), chunk_size):
+        h, q, t = triples[:, start:start + chunk_size]
+        removed = graph.edge_range(*query_edges(h, q, t, num_relations)[:3])
+        for step, (walk, node, pattern, count) in enumerate(expand_paths(
+                graph, h, num_steps, removed, weight, start), 1):
+            if step >= min_length:
+                at_tail = node == t[walk]
+                out[0].append(walk[at_tail] + start)
+                out[1].append(pattern[at_tail])
+                out[2].append(count[at_tail])
+    return tuple(torch.cat(v) if v else torch.empty(0, dtype=torch.long)
+                 for v in out)
+
+
+def pattern_of(pattern_id: int, num_edge_types: int) -> Tuple[int, ...]:
+    r"""The edge types of a pattern id (see the module's description)."""
+    out = []
+    while pattern_id:
+        pattern_id, k = divmod(pattern_id, num_edge_types + 1)
+        out.append(k - 1)
+    return tuple(reversed(out))

@@ -1,0 +1,73 @@
+r"""The rule length :math:`L` from what the training graph shows.
+
+A rule of length :math:`L` can only answer a query whose answer lies within
+:math:`L` edges of its head.  :func:`reach_shares` measures, on a seeded
+sample of training queries each without its own edge and that edge's
+inverse (so they stand for queries whose answer is not yet an edge), the
+share whose answer is within :math:`1, 2, \ldots` edges;
+:func:`choose_num_steps` takes the paper's :math:`L = 2` and lengthens the
+rules while one more step still reaches at least :obj:`min_gain` more of
+the answers (each step costs more: paths multiply with the degree).
+"""
+from typing import Any, List
+
+import torch
+
+from .convert import as_kg
+from .kg import check_positive_ints, query_edges, split_triples
+from .paths import expand_paths
+from .resolve import resolve_graph
+
+
+@torch.no_grad()
+def reach_shares(data: Any, max_steps: int = 3, num_queries: int = 2000,
+                 seed: int = 0, chunk_size: int = 256) -> List[float]:
+    r"""The share of (at most :obj:`num_queries`, drawn with :obj:`seed`)
+    training queries, tail and head queries alike, whose answer is within
+    :math:`1, \ldots,` :obj:`max_steps` edges of the head in the observed
+    graph without the query's own edge and its inverse.
+
+    :rtype: :obj:`List[float]` of length :obj:`max_steps`, non-decreasing
+    """
+    check_positive_ints(max_steps=max_steps, num_queries=num_queries,
+                        chunk_size=chunk_size)
+    kg = as_kg(data)
+    R = kg.num_relations
+    graph = resolve_graph(data, num_relations=R)
+    h, r, t = split_triples(kg, 'train')
+    queries = torch.stack([torch.cat([h, t]), torch.cat([r, r + R]),
+                           torch.cat([t, h])])
+    if queries.size(1) == 0:
+        raise ValueError('The KG has no training triples to measure the '
+                         'rule length on')
+    generator = torch.Generator().manual_seed(seed)
+    pick = torch.randperm(queries.size(1), generator=generator)
+    queries = queries[:, pick[:num_queries]].to(graph.device)
+    within = torch.zeros(max_steps, queries.size(1), dtype=torch.bool,
+                         device=graph.device)
+    for begin in range(0, queries.size(1), chunk_size):
+        h, q, t = queries[:, begin:begin + chunk_size]
+        removed = graph.edge_range(*query_edges(h, q, t, R)[:3])
+        for step, (walk, node, _, _) in enumerate(expand_paths(
+                graph, h, max_steps, removed, by_pattern=False)):
+            within[step, begin + walk[node == t[walk]]] = True
+    within = within.cummax(dim=0).values
+    return within.double().mean(dim=1).tolist()
+
+
+def choose_num_steps(data: Any, max_steps: int = 3, min_gain: float = 0.05,
+                     **kwargs) -> int:
+    r"""The rule length for :obj:`data`: the smallest :math:`L \geq 2`
+    (at most :obj:`max_steps`) such that rules one step longer would reach
+    less than :obj:`min_gain` more of the held-out training answers (see
+    :func:`reach_shares`, which takes the other keyword arguments)."""
+    if max_steps < 2:
+        raise ValueError(f"'max_steps' must be at least 2, got {max_steps}")
+    shares = reach_shares(data, max_steps, **kwargs)
+    L = 2
+    while L < max_steps and shares[L] - shares[L - 1] >= min_gain:
+        L += 1
+    return L
+
+
+__all__ = ['reach_shares', 'choose_num_steps']

@@ -1,0 +1,224 @@
+import itertools
+
+import pytest
+import torch
+
+from conftest import chain_kg, dense_operators
+from pyg_degreembed import compute_ranks, from_edge_index, resolve_graph
+from pyg_degreembed.applied_rules import (AppliedRules, rule_counts,
+                                         type_counts)
+from pyg_degreembed.paths import pattern_of
+
+
+def random_kg(seed=0, N=10, R=3, E=36):
+    gen = torch.Generator().manual_seed(seed)
+    triples = torch.stack([torch.randint(0, N, (E, ), generator=gen),
+                           torch.randint(0, R, (E, ), generator=gen),
+                           torch.randint(0, N, (E, ), generator=gen)])
+    triples = torch.unique(triples, dim=1)
+    triples = triples[:, torch.randperm(triples.size(1), generator=gen)]
+    half = triples.size(1) // 2
+    facts, train = triples[:, :half], triples[:, half:]
+    return from_edge_index(train[[0, 2]], train[1], num_nodes=N,
+                           num_relations=R, splits={'facts': facts})
+
+
+def brute_force_counts(data, L):
+    R, N = data.num_relations, data.num_nodes
+    K = 2 * R
+    graph = resolve_graph(data, num_relations=R)
+    edge_index = torch.stack([graph.edge_src, graph.edge_dst])
+    edge_type = graph.edge_type
+    M = dense_operators(edge_index, edge_type, N, K)
+    train = data.train_edge_index, data.train_edge_type
+    queries = set()
+    for (h, t), r in zip(train[0].t().tolist(), train[1].tolist()):
+        queries |= {(h, r, t), (t, r + R, h)}
+    queries = {(h, q, t) for h, q, t in queries if h != t}
+
+    def reach(M, body):
+        out = M[body[0]]
+        for k in body[1:]:
+            out = out @ M[k]
+        return out > 0
+
+    out = {}
+    for length in range(1, L + 1):
+        for body in itertools.product(range(K), repeat=length):
+            full = reach(M, body)
+            full.fill_diagonal_(False)
+            for q in range(K):
+                support, reached = 0, 0
+                for h, q_, t in queries:
+                    if q_ != q:
+                        continue
+                    reached += int(full[h, t])
+                    keep = ~(((edge_index[0] == h) & (edge_type == q) &
+                              (edge_index[1] == t)) |
+                             ((edge_index[0] == t) &
+                              (edge_type == (q + R) % K) &
+                              (edge_index[1] == h)))
+                    without = dense_operators(edge_index[:, keep],
+                                              edge_type[keep], N, K)
+                    support += int(reach(without, body)[h, t])
+                if support:
+                    out[(q, body)] = (support,
+                                      int(full.sum()) - reached + support)
+    return out
+
+
+@pytest.mark.parametrize('L', [1, 2])
+def test_rule_counts_against_dense_products(L):
+    data = random_kg()
+    counts = rule_counts(data, L, chunk_size=3)
+    K = 2 * data.num_relations
+    got = {(int(q), pattern_of(int(p), K)): (int(s), int(g))
+           for q, p, s, g in zip(*counts)}
+    assert got == brute_force_counts(data, L)
+
+
+def test_hand_worked_chain_rule():
+    # r2(X,Y) <= r0(X,Z), r1(Z,Y) holds for every r2 triple and its body
+    # joins exactly the r2 pairs; pairs with X = Y do not count.
+    data = chain_kg()
+    r2 = torch.cat([data[f'{split}_edge_index'] for split in
+                    ('train', 'valid', 'test')], dim=1)
+    body_pairs = int((r2[0] != r2[1]).sum())
+    support = int((data.train_edge_index[0] != data.train_edge_index[1])
+                  .sum())
+    assert 50 < body_pairs <= 60 and support < body_pairs
+    applied = AppliedRules.mine(data, num_steps=2, unseen=5.)
+    rules = {rule.body: rule.confidence for rule in applied.rules(2)}
+    assert rules[(0, 1)] == pytest.approx(support / (body_pairs + 5))
+    # The inverse query follows the inverse body, with the same counts.
+    inverse = {rule.body: rule.confidence for rule in applied.rules(5)}
+    assert inverse[(4, 3)] == pytest.approx(support / (body_pairs + 5))
+    ranks = compute_ranks(applied, data, 'test')
+    assert ranks.metrics('pessimistic')['mrr'] == 1.0
+
+
+def lexicographic_ranks(rows):
+    # Dense rank of each row among all rows, lexicographic, by sorting.
+    ordered = sorted(set(map(tuple, rows.tolist())))
+    return torch.tensor([ordered.index(tuple(r)) for r in rows.tolist()])
+
+
+def test_scores_order_candidates_by_their_best_rules():
+    data = random_kg(seed=1)
+    R, N = data.num_relations, data.num_nodes
+    K = 2 * R
+    applied = AppliedRules.mine(data, num_steps=2, min_support=1,
+                                num_keys=2, answer_types=False)
+    graph = resolve_graph(data, num_relations=R)
+    M = dense_operators(torch.stack([graph.edge_src, graph.edge_dst]),
+                        graph.edge_type, N, K)
+    head = torch.arange(N).repeat_interleave(K)
+    relation = torch.arange(K).repeat(N)
+    keys = applied.rule_keys(graph, head, relation)
+    scores = applied(data, head, relation)
+    for b in range(head.numel()):
+        fired = [[] for _ in range(N)]
+        for rule in applied.rules(int(relation[b])):
+            reached = M[rule.body[0]][head[b]]
+            for k in rule.body[1:]:
+                reached = reached @ M[k]
+            for y in (reached > 0).nonzero().view(-1).tolist():
+                if y != head[b]:
+                    fired[y].append(rule.confidence)
+        expected = torch.zeros(N, 2, dtype=torch.double)
+        for y, confidences in enumerate(fired):
+            best = sorted(confidences, reverse=True)[:2]
+            expected[y, :len(best)] = torch.tensor(best, dtype=torch.double)
+        assert torch.equal(keys[b], expected)
+        # Higher keys (compared best first) give higher scores; equal keys
+        # equal scores.
+        assert torch.equal(lexicographic_ranks(expected),
+                           lexicographic_ranks(scores[b].view(-1, 1)))
+
+
+class Arange(torch.nn.Module):
+    def forward(self, graph, head, relation, remove_tail=None):
+        N = graph.num_nodes
+        return torch.arange(N).float().expand(head.numel(), N)
+
+
+def test_tie_break_orders_equal_keys_only():
+    data = random_kg(seed=2)
+    applied = AppliedRules.mine(data, num_steps=2, min_support=1,
+                                tie_break=Arange(), answer_types=False)
+    head, relation = torch.tensor([0, 3, 7]), torch.tensor([0, 4, 2])
+    graph = resolve_graph(data, num_relations=data.num_relations)
+    keys = applied.rule_keys(graph, head, relation)
+    scores = applied(data, head, relation)
+    N = data.num_nodes
+    for b in range(3):
+        rows = torch.cat([keys[b], torch.arange(N).double().view(-1, 1)], 1)
+        assert torch.equal(lexicographic_ranks(rows),
+                           lexicographic_ranks(scores[b].view(-1, 1)))
+
+
+def test_training_queries_do_not_see_their_own_edge():
+    data = chain_kg()
+    h, r, t = data.train_edge_index[0], data.train_edge_type, \
+        data.train_edge_index[1]
+    h, r, t = h[h != t], r[h != t], t[h != t]  # X = Y never counts
+    graph = resolve_graph(data, num_relations=3)
+    # Mined: r2(X,Y) <= r2(X,Y) answers no training query without its edge.
+    mined = AppliedRules.mine(data, num_steps=1, min_support=1)
+    assert (2, ) not in [rule.body for rule in mined.rules(2)]
+    # Given by hand, it reaches each answer through the answer's own edge
+    # only, which a training query does not see.
+    rule = AppliedRules(3, 1, relation=torch.tensor([2]),
+                        pattern=torch.tensor([3]),  # the body (2, )
+                        confidence=torch.tensor([1.]))
+    assert rule.rules(2)[0].body == (2, )
+    at_answer = torch.arange(h.numel()), t
+    assert rule.rule_keys(graph, h, r)[at_answer][:, 0].eq(1).all()
+    assert rule.rule_keys(graph, h, r, remove_tail=t)[at_answer].eq(0).all()
+
+
+def test_type_counts_against_brute_force():
+    data = random_kg(seed=3)
+    R, N = data.num_relations, data.num_nodes
+    K = 2 * R
+    graph = resolve_graph(data, num_relations=R)
+    edges = list(zip(graph.edge_src.tolist(), graph.edge_type.tolist(),
+                     graph.edge_dst.tolist()))
+    queries = set()
+    for (h, t), r in zip(data.train_edge_index.t().tolist(),
+                         data.train_edge_type.tolist()):
+        if h != t:
+            queries |= {(h, r, t), (t, r + R, h)}
+    support, groundings = type_counts(data, chunk_size=5)
+    for q in range(K):
+        heads = {x for x, q_, _ in queries if q_ == q}
+        for s in range(K):
+            typed = {a for a, k, _ in edges if k == s}
+            expected = sum(
+                any(a == y and k == s and not (k == (q + R) % K and b == x)
+                    for a, k, b in edges)
+                for x, q_, y in queries if q_ == q)
+            assert int(support[q, s]) == expected
+            assert int(groundings[q, s]) == len(heads) * len(typed)
+
+
+def test_answer_types_order_what_no_path_rule_reaches():
+    data = random_kg(seed=4, N=14, E=30)
+    R, N = data.num_relations, data.num_nodes
+    K = 2 * R
+    applied = AppliedRules.mine(data, num_steps=1, min_support=1,
+                                num_keys=1, tie_break=Arange())
+    graph = resolve_graph(data, num_relations=R)
+    types = torch.zeros(N, K, dtype=torch.bool)
+    types[graph.edge_src, graph.edge_type] = True
+    head = torch.arange(N).repeat_interleave(K)
+    relation = torch.arange(K).repeat(N)
+    keys = applied.rule_keys(graph, head, relation)
+    scores = applied(data, head, relation)
+    assert applied.type_confidence.gt(0).any()
+    for b in range(head.numel()):
+        best_type = (applied.type_confidence[relation[b]] * types).amax(1)
+        rows = torch.cat([keys[b], best_type.view(-1, 1),
+                          torch.arange(N).double().view(-1, 1)], 1)
+        assert torch.equal(lexicographic_ranks(rows),
+                           lexicographic_ranks(scores[b].view(-1, 1)))

@@ -1,0 +1,45 @@
+import pytest
+import torch
+
+from conftest import chain_kg
+from pyg_degreembed import from_edge_index
+from pyg_degreembed.rule_length import choose_num_steps, reach_shares
+
+
+def three_hop_kg(n=20):
+    # q(x_i, y_i) holds exactly when x_i -a-> u_i -b-> v_i -c-> y_i; the
+    # entities are x_i = i, u_i = n + i, v_i = 2n + i, y_i = 3n + i.
+    i = torch.arange(n)
+    x, u, v, y = i, n + i, 2 * n + i, 3 * n + i
+    facts = torch.cat([torch.stack([x, torch.full_like(i, 0), u]),
+                       torch.stack([u, torch.full_like(i, 1), v]),
+                       torch.stack([v, torch.full_like(i, 2), y])], dim=1)
+    train = torch.stack([x, torch.full_like(i, 3), y])
+    return from_edge_index(train[[0, 2]], train[1], num_nodes=4 * n,
+                           num_relations=4, splits={'facts': facts})
+
+
+def test_answers_exactly_three_hops_away():
+    data = three_hop_kg()
+    assert reach_shares(data, max_steps=4) == [0., 0., 1., 1.]
+    assert choose_num_steps(data) == 3
+    assert choose_num_steps(data, max_steps=5) == 3
+    # The paper's length is the floor, and max_steps the ceiling.
+    assert choose_num_steps(data, min_gain=1.5) == 2
+
+
+def test_two_hop_rules_keep_the_papers_length():
+    data = chain_kg()
+    shares = reach_shares(data, max_steps=3, num_queries=50)
+    assert shares[1] == shares[2] == 1.
+    assert choose_num_steps(data) == 2
+
+
+def test_the_sample_is_seeded_and_bounded():
+    data = chain_kg()
+    a = reach_shares(data, max_steps=2, num_queries=7, seed=3)
+    assert a == reach_shares(data, max_steps=2, num_queries=7, seed=3)
+    # Shares of 7 queries are multiples of 1 / 7.
+    assert all(abs(s * 7 - round(s * 7)) < 1e-9 for s in a)
+    with pytest.raises(ValueError, match='max_steps'):
+        choose_num_steps(data, max_steps=1)
