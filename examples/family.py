@@ -4,7 +4,10 @@
 
 Paper settings: rule length L = 2, rank T = 3, 128-d embeddings and LSTM
 states, Adam with learning rate 1e-3, batch size 128, early stopping on the
-filtered validation MRR.
+filtered validation MRR.  The test metrics are printed twice: ranked by the
+model's own score (the paper's), and by the rules of length <= 2 mined from
+the training graph with empirical confidences, the best rule first and the
+trained model breaking ties (AppliedRules, the library's default scorer).
 """
 import argparse
 import time
@@ -12,8 +15,9 @@ import time
 import torch
 from torch_geometric import seed_everything
 
-from pyg_degreembed import (DegreEmbedReasoner, bundled_path, compute_ranks,
-                            extract_rules, fit, load_neural_lp)
+from pyg_degreembed import (AppliedRules, DegreEmbedReasoner, bundled_path,
+                            compute_ranks, extract_rules, fit,
+                            load_neural_lp)
 
 parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 parser.add_argument('--dataset', default='family',
@@ -40,13 +44,16 @@ result = fit(model, data, epochs=args.epochs, patience=args.patience,
 print(f'trained in {time.perf_counter() - start:.1f}s; best epoch '
       f'{result.best_epoch} (valid MRR {result.best_valid_mrr:.4f})')
 
-ranks = compute_ranks(model, data, 'test')
+applied = AppliedRules.mine(data, num_steps=2, tie_break=model)
 print('\nfiltered test metrics (both directions pooled)')
-print(f"{'ties':<12}{'MRR':>8}{'MR':>9}{'H@1':>8}{'H@3':>8}{'H@10':>8}")
-for tie in ('realistic', 'optimistic'):
-    m = ranks.metrics(tie)
-    print(f"{tie:<12}{m['mrr']:8.4f}{m['mr']:9.2f}{m['hits@1']:8.4f}"
-          f"{m['hits@3']:8.4f}{m['hits@10']:8.4f}")
+print(f"{'scorer':<15}{'ties':<12}{'MRR':>8}{'MR':>9}{'H@1':>8}{'H@3':>8}"
+      f"{'H@10':>8}")
+for scorer, name in ((model, 'model'), (applied, 'applied rules')):
+    ranks = compute_ranks(scorer, data, 'test')
+    for tie in ('realistic', 'optimistic'):
+        m = ranks.metrics(tie)
+        print(f"{name:<15}{tie:<12}{m['mrr']:8.4f}{m['mr']:9.2f}"
+              f"{m['hits@1']:8.4f}{m['hits@3']:8.4f}{m['hits@10']:8.4f}")
 
 print('\ntop rules')
 for name in data.relation_names[:4]:

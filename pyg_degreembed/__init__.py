@@ -1,5 +1,6 @@
 r"""pyg_degreembed: interpretable rule learning on knowledge graphs with
 PyTorch Geometric (DegreEmbed, DRUM, Neural LP)."""
+from .applied_rules import AppliedRules
 from .checkpoint import load_model
 from .convert import (align_relations, as_kg, from_edge_index,
                       from_hetero_data, to_hetero_data)
@@ -19,7 +20,8 @@ from .typed_graph import Signals, SourceWeights, TypedGraph
 from .version import __version__
 
 __all__ = [
-    'DegreeEmbedding', 'RuleReasoner', 'DegreEmbedReasoner', 'TypedGraph',
+    'AppliedRules', 'DegreeEmbedding', 'RuleReasoner', 'DegreEmbedReasoner',
+    'TypedGraph',
     'Signals', 'SourceWeights', 'DegreeSets', 'degree_sets', 'load_neural_lp',
     'KGFormatError', 'KGBenchmark', 'bundled_path', 'as_kg',
     'align_relations',

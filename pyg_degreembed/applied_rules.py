@@ -139,6 +139,31 @@ class AppliedRules(Module):
                    counts.relation[keep], counts.pattern[keep], confidence,
                    num_keys, tie_break, type_confidence)
 
+    def config(self) -> dict:
+        r"""The constructor arguments other than the tensors and the
+        tie-break."""
+        return dict(num_relations=self.num_relations,
+                    num_steps=self.num_steps, num_keys=self.num_keys)
+
+    def to_payload(self) -> dict:
+        r"""The rules as a plain dictionary of numbers and tensors (for a
+        checkpoint; :meth:`from_payload` rebuilds them)."""
+        P = self._num_patterns
+        return {'config': self.config(), 'relation': self.rule_key // P,
+                'pattern': self.rule_key % P,
+                'confidence': self.confidence,
+                'type_confidence': self.type_confidence}
+
+    @classmethod
+    def from_payload(cls, payload: dict,
+                     tie_break: Optional[Module] = None) -> 'AppliedRules':
+        r"""Rebuilds the rules of :meth:`to_payload`."""
+        return cls(**payload['config'], relation=payload['relation'],
+                   pattern=payload['pattern'],
+                   confidence=payload['confidence'],
+                   type_confidence=payload['type_confidence'],
+                   tie_break=tie_break)
+
     def rules(self, relation: int) -> List[Rule]:
         r"""The rules of query relation :obj:`relation` with their
         confidences, best first."""

@@ -14,6 +14,10 @@ dictionaries, so it loads with :obj:`torch.load(..., weights_only=True)`:
 * :obj:`state`: :obj:`model`, :obj:`optimizer`, :obj:`best_model`,
   :obj:`epoch`, :obj:`history`, :obj:`best_epoch`, :obj:`best_valid_mrr`,
   and the RNG states (:obj:`torch_rng`, :obj:`shuffle_rng`)
+* :obj:`rules` (optional, written by :obj:`pyg-degreembed train`): the
+  :class:`~pyg_degreembed.applied_rules.AppliedRules` that rank answers
+  with the model as tie-break
+  (:meth:`~pyg_degreembed.applied_rules.AppliedRules.to_payload`)
 
 Writes go to a temporary file in the same folder, then :func:`os.replace`,
 so a crash never leaves a half-written checkpoint.
@@ -34,6 +38,8 @@ from .files import atomic_write
 
 FORMAT = 2
 READABLE_FORMATS = (1, 2)
+#: What :func:`scorer_from_checkpoint` can rank with.
+SCORERS = ('auto', 'rules', 'model')
 
 
 class CheckpointError(ValueError):
@@ -222,6 +228,26 @@ def load_model(path: str, dataset: Optional[str] = None,
     model = model_from_checkpoint(payload).to(torch.device(device))
     model.eval()
     return model, data
+
+
+def scorer_from_checkpoint(payload: Dict[str, Any], model,
+                           scorer: str = 'auto'):
+    r"""What ranks answers for a checkpoint: with :obj:`scorer="auto"`
+    its applied rules with :obj:`model` as tie-break where it has them,
+    else :obj:`model`; :obj:`"rules"` requires them, :obj:`"model"` is
+    the model alone."""
+    from .applied_rules import AppliedRules
+    if scorer not in SCORERS:
+        raise ValueError(f"'scorer' must be one of {SCORERS}, got "
+                         f"{scorer!r}")
+    rules = payload.get('rules')
+    if scorer == 'rules' and rules is None:
+        raise CheckpointError('the checkpoint holds no applied rules (train '
+                              'with --scorer rules)')
+    if scorer == 'model' or rules is None:
+        return model
+    device = next(model.parameters()).device
+    return AppliedRules.from_payload(rules, tie_break=model).to(device)
 
 
 def check_kg(payload: Dict[str, Any], data, path: str = 'checkpoint'):

@@ -55,17 +55,16 @@ def reach_shares(data: Any, max_steps: int = 3, num_queries: int = 2000,
     return within.double().mean(dim=1).tolist()
 
 
-def choose_num_steps(data: Any, max_steps: int = 3, min_gain: float = 0.05,
-                     **kwargs) -> int:
-    r"""The rule length for :obj:`data`: the smallest :math:`L \geq 2`
-    (at most :obj:`max_steps`) such that rules one step longer would reach
-    less than :obj:`min_gain` more of the held-out training answers (see
-    :func:`reach_shares`, which takes the other keyword arguments)."""
-    if max_steps < 2:
-        raise ValueError(f"'max_steps' must be at least 2, got {max_steps}")
-    shares = reach_shares(data, max_steps, **kwargs)
+def choose_num_steps(shares: List[float], min_gain: float = 0.05) -> int:
+    r"""The rule length for a KG whose :func:`reach_shares` are
+    :obj:`shares`: the smallest :math:`L \geq 2` (at most
+    :obj:`len(shares)`) such that rules one step longer would reach less
+    than :obj:`min_gain` more of the held-out training answers."""
+    if len(shares) < 2:
+        raise ValueError(f"'shares' must cover at least 2 steps, got "
+                         f"{len(shares)}")
     L = 2
-    while L < max_steps and shares[L] - shares[L - 1] >= min_gain:
+    while L < len(shares) and shares[L] - shares[L - 1] >= min_gain:
         L += 1
     return L
 

@@ -6,7 +6,7 @@ import torch
 from conftest import chain_kg, dense_operators
 from pyg_degreembed import compute_ranks, from_edge_index, resolve_graph
 from pyg_degreembed.applied_rules import (AppliedRules, rule_counts,
-                                         type_counts)
+                                          type_counts)
 from pyg_degreembed.paths import pattern_of
 
 
@@ -179,7 +179,7 @@ def test_training_queries_do_not_see_their_own_edge():
 
 def test_type_counts_against_brute_force():
     data = random_kg(seed=3)
-    R, N = data.num_relations, data.num_nodes
+    R = data.num_relations
     K = 2 * R
     graph = resolve_graph(data, num_relations=R)
     edges = list(zip(graph.edge_src.tolist(), graph.edge_type.tolist(),
