@@ -46,12 +46,15 @@ class ThreadGuard:
         margin (float, optional): How many times faster one thread must be
             to be chosen. (default: :obj:`1.5`)
         log (callable, optional): Receives a line when the count changes.
+        clock (callable, optional): The clock the probes are timed with,
+            in seconds. (default: :func:`time.perf_counter`)
     """
     def __init__(self, probe: Callable[[], Any], enabled: bool = True,
                  check_every: int = 100, slow_factor: float = 4.0,
                  margin: float = 1.5,
-                 log: Optional[Callable[[str], None]] = None):
-        self.probe, self.log = probe, log
+                 log: Optional[Callable[[str], None]] = None,
+                 clock: Callable[[], float] = time.perf_counter):
+        self.probe, self.log, self.clock = probe, log, clock
         self.check_every, self.slow_factor = check_every, slow_factor
         self.margin = margin
         self.initial = torch.get_num_threads()
@@ -91,9 +94,9 @@ class ThreadGuard:
 
     def _time(self, threads: int) -> float:
         torch.set_num_threads(threads)
-        start = time.perf_counter()
+        start = self.clock()
         self.probe()
-        return time.perf_counter() - start
+        return self.clock() - start
 
     def decide(self):
         r"""Times the probe with all threads and with one and sets the
