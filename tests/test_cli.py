@@ -22,6 +22,9 @@ def test_train_writes_checkpoint_and_metrics(trained, capsys):
     m = metrics['metrics']
     assert m['optimistic']['mrr'] >= m['realistic']['mrr'] >= \
         m['pessimistic']['mrr'] > 0
+    # Each realistic rank is the mean of the other two, and so is MR.
+    assert m['realistic']['mr'] == pytest.approx(
+        (m['optimistic']['mr'] + m['pessimistic']['mr']) / 2)
     assert m['realistic']['num_queries'] == 2200
     assert 'Term3' in m['realistic']['per_relation']
 
@@ -139,3 +142,17 @@ def test_edge_weight_options(capsys):
         parser.parse_args(['train', '--edge-weight-lr', 'fast'])
     assert "expected a number or 'none', got 'fast'" in \
         capsys.readouterr().err
+
+
+def test_interrupt_exits_130_with_one_line(monkeypatch, capsys):
+    # Ctrl-C during a command: status 130 (128 + SIGINT), one error line,
+    # no traceback.
+    import pyg_degreembed.cli as cli
+
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, 'cmd_saturation', interrupted)
+    assert main(['saturation', '--dataset', 'family']) == 130
+    err = capsys.readouterr().err
+    assert err == 'error: interrupted\n'

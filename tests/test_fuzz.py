@@ -53,11 +53,28 @@ def test_neural_lp_folder_loader(tmp_path, content, file):
         (folder / name).write_text(text)
     (folder / file).write_bytes(content)
     try:
-        load_neural_lp(str(folder))
+        data = load_neural_lp(str(folder))
     except KGFormatError as e:
-        assert os.path.basename(e.path) in (file, 'train.txt', 'kg') or \
-            e.path.endswith('.txt')
-        assert '\n' not in str(e)
+        # The fuzzed file is named, or, if it declares the names, a file
+        # that uses one it no longer declares.
+        named = {file}
+        if file in ('entities.txt', 'relations.txt'):
+            named |= {'facts.txt', 'train.txt', 'valid.txt', 'test.txt'}
+        assert os.path.basename(e.path) in named, (e.path, file)
+        assert str(e).startswith(e.path) and '\n' not in str(e)
+        return
+    # The files left alone read as written.
+    for split, (h, r, t) in (('facts', ('a', 'r', 'b')),
+                             ('train', ('b', 's', 'c')),
+                             ('valid', ('a', 's', 'c')),
+                             ('test', ('c', 'r', 'a'))):
+        if file == f'{split}.txt':
+            continue
+        edges = data[f'{split}_edge_index']
+        types = data[f'{split}_edge_type']
+        assert [(data.entity_names[i], data.relation_names[k],
+                 data.entity_names[j]) for (i, j), k in
+                zip(edges.t().tolist(), types.tolist())] == [(h, r, t)]
 
 
 @pytest.fixture(scope='module')
@@ -115,3 +132,17 @@ def test_command_line(workspace, capsys, data):
     if code == 2:
         assert out.err.startswith('error: '), (argv, out.err)
         assert len(out.err.strip().splitlines()) == 1, (argv, out.err)
+    else:
+        assert 'error' not in out.err, (argv, out.err)
+    if invalid_numbers(argv):
+        assert code == 2, (argv, out.out)
+
+
+def invalid_numbers(argv) -> bool:
+    # Options whose value is out of range whatever else is given.
+    value = dict(zip(argv, argv[1:]))
+    at_least = {'--epochs': 1, '--dim': 1, '--steps': 1, '--rank': 1,
+                '--batch-size': 1, '--patience': 1, '--k': 0, '--top': 0}
+    if any(int(value[o]) < m for o, m in at_least.items() if o in value):
+        return True
+    return '--lr' in value and value['--lr'] in ('-1', 'inf', 'nan')

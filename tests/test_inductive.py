@@ -283,3 +283,42 @@ def test_sampled_hits_equals_exhaustive_enumeration():
                               torch.tensor([5]), k=3)) == 0.
     assert math.isclose(float(sampled_hits(
         torch.tensor([1]), torch.tensor([0]), torch.tensor([5]), k=3)), 1.)
+
+
+def hypergeometric_hits(g, e, n, tie, k=10, m=49):
+    # Plain-Python reference: draw min(m, n) of n candidates (g better, e
+    # tied), sum P(b better, c tied drawn) times the chance of a hit.
+    m = min(m, n)
+    total = 0.
+    for b in range(min(g, m) + 1):
+        for c in range(min(e, m - b) + 1):
+            p = math.comb(g, b) * math.comb(e, c) * \
+                math.comb(n - g - e, m - b - c) / math.comb(n, m)
+            if tie == 'optimistic':
+                hit = b <= k - 1
+            elif tie == 'pessimistic':
+                hit = b + c <= k - 1
+            else:
+                hit = sum(b + above <= k - 1 for above in range(c + 1)) / \
+                    (c + 1)
+            total += p * hit
+    return total
+
+
+@pytest.mark.parametrize('g, e, n', [(30, 0, 300), (15, 10, 200),
+                                     (40, 30, 400), (8, 60, 120),
+                                     (2, 45, 50)])
+def test_sampled_hits_defaults_with_many_better_and_tied(g, e, n):
+    # GraIL's protocol as called by Ranks.metrics: Hits@10 among the answer
+    # and 49 non-answers (the defaults), in every tie policy.
+    for tie in TIE_POLICIES:
+        got = float(sampled_hits(torch.tensor([g]), torch.tensor([e]),
+                                 torch.tensor([n]), tie=tie))
+        assert got == pytest.approx(hypergeometric_hits(g, e, n, tie),
+                                    abs=1e-9)
+    # The cases tell the policies and the number of draws apart.
+    values = {tie: hypergeometric_hits(g, e, n, tie) for tie in TIE_POLICIES}
+    assert e == 0 or values['optimistic'] > values['realistic'] > \
+        values['pessimistic']
+    assert values['realistic'] != pytest.approx(
+        hypergeometric_hits(g, e, n, 'realistic', m=50), abs=1e-6)

@@ -81,3 +81,6 @@ def test_filtered_ranks_are_bounded_and_ordered(batch, num_nodes, data):
                   if e not in filtered]
         assert o[b] == 1 + sum(v > s for v in others)
         assert p[b] == 1 + sum(v >= s for v in others)
+        # Realistic: the expected place among the tied, in random order.
+        assert r[b] == 1 + sum(v > s for v in others) + \
+            sum(v == s for v in others) / 2

@@ -187,3 +187,35 @@ def test_recompute_gives_the_same_values_and_gradients(random_graph, cls):
     assert len(g1) == len(g2) > 0
     for a, b in zip(g1, g2):
         assert torch.allclose(a, b, atol=1e-6)
+
+
+class ConstantWeight(torch.nn.Module):
+    r"""rho = c for every entity and edge type."""
+    def __init__(self, c: float):
+        super().__init__()
+        self.c = c
+
+    def source_weights(self, graph, nodes=None):
+        return torch.full((graph.num_nodes, graph.num_edge_types), self.c)
+
+
+@pytest.mark.parametrize('mode', ['dense', 'sparse'])
+def test_every_step_is_normalised(random_graph, mode):
+    # Edge weights of 1e12 over 4 steps: the signals stay in float32's range
+    # only because every step is normalised (1e48 is not), and the scores
+    # match the float64 re-computation that normalises each step.
+    torch.manual_seed(0)
+    edge_index, edge_type, N, K = random_graph
+    model = RuleReasoner(K // 2, num_steps=4, rank=2, embedding_dim=8,
+                         hidden_channels=6, edge_weight=ConstantWeight(1e12))
+    head = torch.tensor([0, 3, 7, 11])
+    relation = torch.tensor([0, 5, 7, 2])
+    expected = reference_scores(model, edge_index, edge_type, N, head,
+                                relation)
+    graph = TypedGraph(*random_graph)
+    scores = model(graph, head, relation, mode=mode)
+    assert torch.allclose(scores.double(), expected, rtol=1e-4, atol=1e-6)
+    tail = expected.argmax(dim=1)
+    assert torch.allclose(model.score(graph, head, relation, tail,
+                                      remove_edge=False, mode=mode).double(),
+                          expected[torch.arange(4), tail], rtol=1e-4)
