@@ -38,7 +38,7 @@ from torch.nn import Module
 
 from .convert import as_kg
 from .kg import check_positive_ints, index_tensor, query_edges, split_triples
-from .paths import expand_paths, path_counts, pattern_of
+from .paths import expand_paths, path_counts, pattern_of, walk_chunks
 from .ragged import ragged_arange
 from .resolve import resolve_graph
 from .rules import Rule
@@ -197,13 +197,20 @@ class AppliedRules(Module):
             removed = graph.edge_range(*query_edges(
                 head, relation, remove_tail, self.num_relations)[:3])
         cell, conf = [], []
-        for walk, node, pattern, _ in expand_paths(graph, head,
-                                                   self.num_steps, removed):
-            other = node != head[walk]
-            walk, node, pattern = walk[other], node[other], pattern[other]
-            at, found = _find(self.rule_key, relation[walk] * P + pattern)
-            cell.append((walk * N + node)[found])
-            conf.append(self.confidence[at[found]])
+        for begin, end in walk_chunks(graph, head, self.num_steps,
+                                      head.numel()):
+            part = None if removed is None else \
+                (removed[0][begin:end], removed[1][begin:end])
+            for walk, node, pattern, _ in expand_paths(
+                    graph, head[begin:end], self.num_steps, part):
+                walk = walk + begin
+                other = node != head[walk]
+                walk, node, pattern = walk[other], node[other], \
+                    pattern[other]
+                at, found = _find(self.rule_key,
+                                  relation[walk] * P + pattern)
+                cell.append((walk * N + node)[found])
+                conf.append(self.confidence[at[found]])
         cell, conf = torch.cat(cell), torch.cat(conf)
         # Best first within each (query, entity) cell.
         order = torch.argsort(conf, descending=True, stable=True)
@@ -327,8 +334,9 @@ def rule_counts(data: Any, num_steps: int = 2,
     answers = _Pairs(queries[0] * N + queries[2], queries[1])
     pairs = torch.zeros(bodies.numel(), dtype=torch.long)
     reached = torch.zeros(rule.numel(), dtype=torch.long)
-    for begin in range(0, N, chunk_size):
-        start = torch.arange(begin, min(begin + chunk_size, N))
+    everyone = torch.arange(N)
+    for begin, end in walk_chunks(graph, everyone, num_steps, chunk_size):
+        start = everyone[begin:end]
         for walk, node, pattern, _ in expand_paths(graph, start,
                                                    num_steps):
             x = start[walk]

@@ -7,7 +7,7 @@ by (walk, entity, pattern) after every step: no Python loop over paths and
 no dense :math:`N \times N` matrix.  Saturation, grounded rule confidences
 and :class:`~pyg_degreembed.AppliedRules` are built on it.
 """
-from typing import Iterator, Optional, Tuple
+from typing import Iterator, List, Optional, Tuple
 
 import torch
 from torch import Tensor
@@ -81,6 +81,40 @@ def expand_paths(graph: TypedGraph, start: Tensor, num_steps: int,
         yield walk, node, pattern, count
 
 
+#: The most walks (paths before merging) expanded at once by the chunked
+#: helpers: bounds their memory (a walk costs some tens of bytes per step).
+MAX_WALKS = 4_000_000
+
+
+def walk_chunks(graph: TypedGraph, start: Tensor, num_steps: int,
+                max_size: int, max_walks: Optional[int] = None
+                ) -> List[Tuple[int, int]]:
+    r"""Splits :obj:`start` into consecutive ranges :obj:`[begin, end)` of
+    at most :obj:`max_size` entities whose walks of length
+    :obj:`num_steps` (:math:`\mathbf{w}_l = \mathbf{M} \mathbf{w}_{l-1}`,
+    :math:`\mathbf{w}_0 = \mathbf{1}`, :math:`\mathbf{M}` counting the
+    edges) add up to at most :obj:`max_walks`; an entity with more walks
+    than that is a range of its own (:obj:`max_walks` defaults to
+    :data:`MAX_WALKS`)."""
+    if max_walks is None:
+        max_walks = MAX_WALKS
+    walks = torch.ones(graph.num_nodes, dtype=torch.double,
+                       device=graph.device)
+    for _ in range(num_steps):
+        walks = walks.new_zeros(graph.num_nodes).index_add_(
+            0, graph.edge_src, walks[graph.edge_dst])
+    cost = walks[start].tolist()
+    out, begin, total = [], 0, 0.
+    for i, c in enumerate(cost):
+        if i > begin and (total + c > max_walks or i - begin >= max_size):
+            out.append((begin, i))
+            begin, total = i, 0.
+        total += c
+    if begin < len(cost):
+        out.append((begin, len(cost)))
+    return out
+
+
 def path_counts(graph: TypedGraph, triples: Tensor, num_steps: int,
                 num_relations: int, min_length: int = 1,
                 chunk_size: int = 2048,
@@ -90,14 +124,15 @@ def path_counts(graph: TypedGraph, triples: Tensor, num_steps: int,
     to :math:`t` of every pattern of length :obj:`min_length` to
     :obj:`num_steps`, in :obj:`graph` without the triple's own edge and its
     inverse (with :obj:`weight`, weighted as in :func:`expand_paths`, the
-    triple's column being its position).
+    triple's column being its position); at most :obj:`chunk_size` triples
+    at once, fewer where their walks are many (:func:`walk_chunks`).
 
     :rtype: (triple index :obj:`[M]`, pattern id :obj:`[M]`, count
         :obj:`[M]`, float with :obj:`weight`)
     """
     out = ([], [], [])
-    for start in range(0, triples.size(1), chunk_size):
-        h, q, t = triples[:, start:start + chunk_size]
+    for start, end in walk_chunks(graph, triples[0], num_steps, chunk_size):
+        h, q, t = triples[:, start:end]
         removed = graph.edge_range(*query_edges(h, q, t, num_relations)[:3])
         for step, (walk, node, pattern, count) in enumerate(expand_paths(
                 graph, h, num_steps, removed, weight, start), 1):

@@ -98,3 +98,34 @@ def test_family_reproduces_the_papers_tables_2_and_6():
            (s.macro, s.micro, s.comprehensive) for s in sats}
     for key, values in paper.items():
         assert got[key] == pytest.approx(values, abs=0.005 + 1e-9), key
+
+
+@pytest.mark.parametrize('L', [1, 2, 3])
+def test_walk_chunks_bound_the_walks(random_graph, L):
+    from pyg_degreembed.paths import walk_chunks
+    edge_index, edge_type, N, K = random_graph
+    graph = TypedGraph(*random_graph)
+    M = dense_operators(edge_index, edge_type, N, K).sum(0)
+    walks = torch.linalg.matrix_power(M, L).sum(1)  # walks out of each node
+    start = torch.tensor([3, 0, 11, 5, 5, 7, 2])
+    budget = float(walks.max()) * 1.5
+    chunks = walk_chunks(graph, start, L, max_size=3, max_walks=budget)
+    assert [b for b, _ in chunks] == [0] + [e for _, e in chunks[:-1]]
+    assert chunks[-1][1] == start.numel()
+    for begin, end in chunks:
+        assert 0 < end - begin <= 3
+        assert walks[start[begin:end]].sum() <= budget or end - begin == 1
+        # Maximal: the next entity would not have fitted.
+        if end < start.numel() and end - begin < 3:
+            assert walks[start[begin:end + 1]].sum() > budget
+
+
+def test_rule_counts_do_not_depend_on_the_chunks(monkeypatch):
+    import pyg_degreembed.paths
+    from pyg_degreembed.applied_rules import rule_counts
+    from conftest import chain_kg
+    data = chain_kg()
+    expected = rule_counts(data, 2)
+    monkeypatch.setattr(pyg_degreembed.paths, 'MAX_WALKS', 5)
+    for a, b in zip(rule_counts(data, 2), expected):
+        assert torch.equal(a, b)
