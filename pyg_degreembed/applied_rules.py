@@ -30,7 +30,8 @@ then, if a :obj:`tie_break` model is given, by that model's score.
 exactly so (equal keys, equal scores).
 """
 import weakref
-from typing import Any, List, NamedTuple, Optional, Tuple
+from dataclasses import dataclass
+from typing import Any, List, NamedTuple, Optional, Sequence, Tuple
 
 import torch
 from torch import Tensor
@@ -41,7 +42,7 @@ from .kg import check_positive_ints, index_tensor, query_edges, split_triples
 from .paths import expand_paths, path_counts, pattern_of, walk_chunks
 from .ragged import ragged_arange
 from .resolve import resolve_graph
-from .rules import Rule
+from .rules import Rule, format_atom
 from .typed_graph import TypedGraph
 
 
@@ -175,6 +176,43 @@ class AppliedRules(Module):
         out.sort(key=lambda rule: (-rule.confidence, rule.body))
         return out
 
+    def type_rules(self, relation: int) -> List['AnswerTypeRule']:
+        r"""The answer-type rules of query relation :obj:`relation` with
+        their confidences, best first."""
+        conf = self.type_confidence[relation]
+        out = [AnswerTypeRule(relation, s, float(conf[s]))
+               for s in conf.nonzero().view(-1).tolist()]
+        out.sort(key=lambda rule: (-rule.confidence, rule.edge_type))
+        return out
+
+    @torch.no_grad()
+    def explain(self, graph: Any, head: int, relation: int, tail: int
+                ) -> Tuple[List[Rule], Optional['AnswerTypeRule']]:
+        r"""Why :obj:`tail` answers :obj:`(head, relation, ?)`: the path
+        rules whose body joins :obj:`head` to :obj:`tail` in :obj:`graph`
+        (any graph input of :meth:`forward`), best first (the first
+        :obj:`num_keys` are its keys), and the best answer-type rule that
+        :obj:`tail` satisfies (:obj:`None` if none)."""
+        graph = resolve_graph(graph, num_relations=self.num_relations,
+                              device=self.rule_key.device)
+        P = self._num_patterns
+        found_rules = []
+        if head != tail:
+            for _, node, pattern, _ in expand_paths(
+                    graph, torch.tensor([head], device=graph.device),
+                    self.num_steps):
+                pattern = pattern[node == tail]
+                at, found = _find(self.rule_key, relation * P + pattern)
+                found_rules += [
+                    Rule(relation, pattern_of(int(p), self.num_edge_types),
+                         float(c)) for p, c in zip(pattern[found],
+                                                   self.confidence[at[found]])]
+        found_rules.sort(key=lambda rule: (-rule.confidence, rule.body))
+        types = graph.pair_type[graph.pair_src == tail].tolist()
+        candidates = [rule for rule in self.type_rules(relation)
+                      if rule.edge_type in types]
+        return found_rules, (candidates[0] if candidates else None)
+
     def rule_keys(self, graph: TypedGraph, head: Tensor, relation: Tensor,
                   remove_tail: Optional[Tensor] = None) -> Tensor:
         r"""The confidences of the :obj:`num_keys` best rules that reach
@@ -289,6 +327,28 @@ class AppliedRules(Module):
             for q in range(0, K, 8)]) if N else level.new_zeros(K, 0)
         self._types = (weakref.ref(graph), table)
         return table
+
+
+@dataclass(frozen=True)
+class AnswerTypeRule:
+    r"""The answer-type rule :math:`q(X, Y) \Leftarrow s(Y, \_)` (the
+    answer has an edge of type :math:`s`).
+
+    Attributes:
+        head (int): The query relation :math:`q` in :math:`[0, 2R)`.
+        edge_type (int): The edge type :math:`s` in :math:`[0, 2R)`.
+        confidence (float): Its confidence.
+    """
+    head: int
+    edge_type: int
+    confidence: float
+
+    def format(self, relation_names: Sequence[str]) -> str:
+        r"""The rule as text, e.g. :obj:`brother(X,Y) <= son(Y,_)  0.02`
+        (an inverse type :obj:`inv_r` is written :obj:`r(_,Y)`)."""
+        return (f"{format_atom(self.head, 'X', 'Y', relation_names)} <= "
+                f"{format_atom(self.edge_type, 'Y', '_', relation_names)}  "
+                f"{self.confidence:.3g}")
 
 
 class RuleCounts(NamedTuple):

@@ -201,6 +201,9 @@ def build_parser() -> argparse.ArgumentParser:
                    'on the training queries (what the model does); '
                    'attention: the attention alone, relative to the best '
                    'rule')
+    p.add_argument('--applied', action='store_true',
+                   help="the checkpoint's applied rules instead: path rules "
+                   'and answer-type rules with their empirical confidences')
     p.add_argument('--json', default=None,
                    help='write the rules here (None: do not)')
     p.set_defaults(handler=cmd_rules)
@@ -401,6 +404,8 @@ def cmd_rules(args):
         raise CLIError(f'--k must be at least 0, got {args.k}')
     relation = None if args.relation is None else \
         _relation(data, args.relation)
+    if args.applied:
+        return _applied_rules(args, model, data, relation)
     rules = model.rules(relation, args.k, inverse=not args.no_inverse,
                         data=data, confidence=args.confidence)
     out = []
@@ -413,6 +418,24 @@ def cmd_rules(args):
             'confidence_kind': args.confidence,
             'text': rule.format(data.relation_names),
         })
+    if args.json:
+        save_json(args.json, out)
+
+
+def _applied_rules(args, model, data, relation):
+    applied = scorer_from_checkpoint(load_checkpoint(args.checkpoint), model,
+                                     'rules')
+    relations = [relation] if relation is not None else range(
+        data.num_relations * (1 if args.no_inverse else 2))
+    out = []
+    for q in relations:
+        for kind, rules in (('path', applied.rules(q)[:args.k]),
+                            ('answer type', applied.type_rules(q)[:args.k])):
+            for rule in rules:
+                text = rule.format(data.relation_names)
+                print(text)
+                out.append({'head': relation_name(data, q), 'kind': kind,
+                            'confidence': rule.confidence, 'text': text})
     if args.json:
         save_json(args.json, out)
 
@@ -434,6 +457,19 @@ def cmd_explain(args):
     rest = len(result.paths) - args.k
     if rest > 0:
         print(f'  ... and {rest} more paths')
+    payload = load_checkpoint(args.checkpoint)
+    if payload.get('rules') is not None:
+        applied = scorer_from_checkpoint(payload, model, 'rules')
+        rules, answer_type = applied.explain(data, head, relation, tail)
+        print(f'applied rules that reach {args.tail} (best first; they rank '
+              'it, the model breaks ties):')
+        for rule in rules[:args.k]:
+            print('  ' + rule.format(data.relation_names))
+        if not rules:
+            print('  none')
+        if answer_type is not None:
+            print('  best answer-type rule: ' +
+                  answer_type.format(data.relation_names))
     if args.plot:
         from .plot import plot_explanation
         plot_explanation(result, args.plot, data.entity_names,

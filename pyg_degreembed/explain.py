@@ -28,7 +28,7 @@ import torch
 from torch.nn import Module
 
 from .kg import edge_type_name, query_edges
-from .rules import _atom
+from .rules import format_atom
 from .typed_graph import TypedGraph
 
 
@@ -49,8 +49,8 @@ class PathContribution:
     def format(self, entity_names: Sequence[str],
                relation_names: Sequence[str]) -> str:
         atoms = [
-            _atom(k, entity_names[self.entities[i]],
-                  entity_names[self.entities[i + 1]], relation_names)
+            format_atom(k, entity_names[self.entities[i]],
+                        entity_names[self.entities[i + 1]], relation_names)
             for i, k in enumerate(self.body)
         ] or ['identity']
         return f"{', '.join(atoms)}  {self.contribution:.4g}"

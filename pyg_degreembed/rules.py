@@ -67,13 +67,15 @@ class Rule:
         m = len(self.body)
         variables = ['X'] + (['Z'] if m == 2 else
                              [f'Z{i}' for i in range(1, m)]) + ['Y']
-        atoms = [_atom(k, variables[i], variables[i + 1], relation_names)
+        atoms = [format_atom(k, variables[i], variables[i + 1], relation_names)
                  for i, k in enumerate(self.body)]
-        head = _atom(self.head, 'X', 'Y', relation_names)
+        head = format_atom(self.head, 'X', 'Y', relation_names)
         return f"{head} <= {', '.join(atoms)}  {self.confidence:.2f}"
 
 
-def _atom(edge_type: int, a: str, b: str, names: Sequence[str]) -> str:
+def format_atom(edge_type: int, a: str, b: str, names: Sequence[str]) -> str:
+    r"""The atom :obj:`r(a,b)` of edge type :obj:`edge_type` (an inverse
+    type :obj:`inv_r` is written :obj:`r(b,a)`)."""
     R = len(names)
     if edge_type >= R:
         return f'{names[edge_type - R]}({b},{a})'

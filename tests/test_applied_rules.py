@@ -222,3 +222,37 @@ def test_answer_types_order_what_no_path_rule_reaches():
                           torch.arange(N).double().view(-1, 1)], 1)
         assert torch.equal(lexicographic_ranks(rows),
                            lexicographic_ranks(scores[b].view(-1, 1)))
+
+
+def test_explain_lists_the_rules_that_reach_the_answer():
+    data = random_kg(seed=5)
+    R, N = data.num_relations, data.num_nodes
+    applied = AppliedRules.mine(data, num_steps=2, min_support=1)
+    graph = resolve_graph(data, num_relations=R)
+    head = torch.arange(N).repeat_interleave(2 * R)
+    relation = torch.arange(2 * R).repeat(N)
+    keys = applied.rule_keys(graph, head, relation)
+    types = torch.zeros(N, 2 * R, dtype=torch.bool)
+    types[graph.edge_src, graph.edge_type] = True
+    explained = 0
+    for b in range(head.numel()):
+        h, q = int(head[b]), int(relation[b])
+        for t in range(N):
+            rules, best_type = applied.explain(data, h, q, t)
+            got = sorted([r.confidence for r in rules], reverse=True)[:3]
+            expected = [c for c in keys[b, t].tolist() if c > 0]
+            assert got == expected
+            explained += bool(rules)
+            conf = applied.type_confidence[q] * types[t]
+            if conf.max() > 0:
+                assert best_type.confidence == float(conf.max())
+                assert types[t, best_type.edge_type]
+            else:
+                assert best_type is None
+    assert explained > 0
+    texts = [rule.format(['r0', 'r1', 'r2']) for q in range(2 * R)
+             for rule in applied.type_rules(q)]
+    assert any(text.startswith('r0(X,Y) <= r') and text.count('(Y,_)') == 1
+               for text in texts)
+    assert any(text.startswith('r0(Y,X) <= r') and '(_,Y)' in text
+               for text in texts)

@@ -156,3 +156,33 @@ def test_interrupt_exits_130_with_one_line(monkeypatch, capsys):
     assert main(['saturation', '--dataset', 'family']) == 130
     err = capsys.readouterr().err
     assert err == 'error: interrupted\n'
+
+
+def test_applied_rules_in_rules_explain_and_evaluate(trained, capsys,
+                                                     tmp_path):
+    folder, checkpoint = trained
+    out = tmp_path / 'applied.json'
+    assert main(['rules', '--checkpoint', checkpoint, '--applied',
+                 '--relation', 'Term3', '--k', '2', '--json', str(out)]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    rules = json.loads(out.read_text())
+    assert [r['text'] for r in rules] == lines
+    kinds = [r['kind'] for r in rules]
+    assert kinds == sorted(kinds, key=['path', 'answer type'].index)
+    assert 0 < kinds.count('path') <= 2 and 0 < kinds.count('answer type') <= 2
+    path = [r['confidence'] for r in rules if r['kind'] == 'path']
+    assert path == sorted(path, reverse=True) and 0 < path[-1] < 1
+    assert all(line.startswith('Term3(X,Y) <= ') for line in lines)
+    # evaluate: the applied rules by default, the model on request; the
+    # training run's metrics are those of the applied rules.
+    assert main(['evaluate', '--checkpoint', checkpoint, '--json',
+                 str(tmp_path / 'e.json')]) == 0
+    assert 'scorer: the applied rules' in capsys.readouterr().out
+    applied = json.loads((tmp_path / 'e.json').read_text())['metrics']
+    trained_metrics = json.loads((folder / 'kinship.json').read_text())
+    assert applied == trained_metrics['metrics']
+    assert main(['evaluate', '--checkpoint', checkpoint, '--scorer', 'model',
+                 '--json', str(tmp_path / 'm.json')]) == 0
+    assert 'scorer:' not in capsys.readouterr().out
+    model = json.loads((tmp_path / 'm.json').read_text())['metrics']
+    assert model['realistic']['mrr'] != applied['realistic']['mrr']
