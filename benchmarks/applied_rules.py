@@ -83,6 +83,14 @@ def run(name: str, num_steps: int, epochs: int, model_name: str,
         out['settings'].append(row)
         print(name, setting, 'valid', row['valid'], 'test',
               row['test']['realistic']['mrr'], flush=True)
+    # Settings run before (other --unseen values) are kept.
+    path = os.path.join(FOLDER, f'{name}-L{num_steps}.json')
+    if os.path.exists(path):
+        before = json.load(open(path))
+        if before.get('model', 'degreembed') == model_name:
+            done = {key(row) for row in out['settings']}
+            out['settings'] = [row for row in before['settings']
+                               if key(row) not in done] + out['settings']
     save_run(os.path.join('applied_rules', f'{name}-L{num_steps}.json'),
              {'dataset': name, 'num_steps': num_steps, 'seed': 0,
               'model': model_name, 'epochs_budget': epochs},
@@ -95,24 +103,39 @@ def key(setting) -> tuple:
             setting['answer_types'])
 
 
+def full_grid_runs(runs):
+    grid = max(len(r['settings']) for r in runs)
+    return [r for r in runs if len(r['settings']) == grid]
+
+
+def setting_means(runs) -> dict:
+    r"""The mean validation MRR (realistic ties) of each setting over the
+    runs of the whole grid."""
+    full = full_grid_runs(runs)
+    by_setting = {}
+    for run_ in full:
+        for row in run_['settings']:
+            by_setting.setdefault(key(row), []).append(
+                row['valid']['realistic'])
+    return {k: statistics.mean(v) for k, v in by_setting.items()
+            if len(v) == len(full)}
+
+
+def chosen_setting(runs) -> tuple:
+    r"""The setting of the best mean validation MRR over the runs of the
+    whole grid (runs of a part of it, --quick, are reported with it where
+    they have it)."""
+    means = setting_means(runs)
+    return max(means, key=means.get)
+
+
 def table():
     runs = [json.load(open(path))
             for path in sorted(glob.glob(os.path.join(FOLDER, '*.json')))]
     if not runs:
         raise SystemExit(f'no runs in {FOLDER}')
-    # The choice: the setting of the best mean validation MRR over the runs
-    # of the whole grid; runs of a part of it (--quick) are reported with
-    # it where they have it.
-    grid = max(len(r['settings']) for r in runs)
-    chosen_on = [r for r in runs if len(r['settings']) == grid]
-    by_setting = {}
-    for run_ in chosen_on:
-        for row in run_['settings']:
-            by_setting.setdefault(key(row), []).append(
-                row['valid']['realistic'])
-    complete = {k: v for k, v in by_setting.items()
-                if len(v) == len(chosen_on)}
-    best = max(complete, key=lambda k: statistics.mean(complete[k]))
+    best, chosen_on = chosen_setting(runs), full_grid_runs(runs)
+    means = setting_means(runs)
     runs = [r for r in runs if any(key(s) == best for s in r['settings'])]
     lines = [
         f'Chosen on the mean validation MRR (realistic ties) over '
@@ -141,9 +164,9 @@ def table():
               '| unseen u | keys | tie-break | answer types '
               '| mean valid MRR |',
               '|---|---|---|---|---|']
-    for k in sorted(complete):
+    for k, mean in sorted(means.items()):
         lines.append(f'| {k[0]:g} | {k[1]} | {k[2]} | {k[3]} | '
-                     f'{statistics.mean(complete[k]):.4f} |')
+                     f'{mean:.4f} |')
     path = write_markdown('applied_rules.md', '\n'.join(lines),
                           'applied_rules.py')
     print('\n'.join(lines))

@@ -1,0 +1,77 @@
+"""One machine-readable summary of the committed runs:
+results/summary.json, a list of records
+
+    {"dataset", "model", "settings", "num_steps", "seeds",
+     "test_mrr_realistic", "test_mrr_optimistic", "h1", "h10"}
+
+(test metrics, mean over seeds; H@k as fractions).  Settings:
+  "paper"       DegreEmbed with the paper's settings (L = 2, the model's own
+                score): results/runs/ and the inductive runs
+  "default"     the CLI's default scorer: the applied rules with the trained
+                model as tie-break, in the setting chosen on validation
+                (results/applied_rules/, inductive 'degreembed-rules')
+  "rules-only"  the applied rules without a model (inductive 'rules')
+Rows of other rule lengths say so in num_steps.
+
+    python benchmarks/summary.py
+"""
+import glob
+import json
+import os
+import statistics
+
+from applied_rules import FOLDER, chosen_setting, key
+from common import RESULTS, write_json
+
+
+def record(dataset, model, settings, num_steps, tests):
+    def mean(tie, metric):
+        return statistics.mean(t[tie][metric] for t in tests)
+    return {'dataset': dataset, 'model': model, 'settings': settings,
+            'num_steps': num_steps, 'seeds': len(tests),
+            'test_mrr_realistic': mean('realistic', 'mrr'),
+            'test_mrr_optimistic': mean('optimistic', 'mrr'),
+            'h1': mean('realistic', 'hits@1'),
+            'h10': mean('realistic', 'hits@10')}
+
+
+def load(pattern):
+    return [json.load(open(p)) for p in sorted(glob.glob(pattern))]
+
+
+def main():
+    out = []
+    groups = {}
+    for run in load(os.path.join(RESULTS, 'runs', '*-degreembed-seed*.json')):
+        groups.setdefault((run['dataset'], run.get('num_steps', 2)),
+                          []).append(run['test'])
+    for (dataset, steps), tests in sorted(groups.items()):
+        out.append(record(dataset, 'DegreEmbed', 'paper', steps, tests))
+    runs = load(os.path.join(FOLDER, '*.json'))
+    if runs:
+        best = chosen_setting(runs)
+        for run in runs:
+            row = next((r for r in run['settings'] if key(r) == best), None)
+            if row is not None:
+                out.append(record(
+                    run['dataset'], 'applied rules + '
+                    f"{run.get('model', 'degreembed')}", 'default',
+                    run['num_steps'], [row['test']]))
+    names = {'degreembed': ('DegreEmbed', 'paper'),
+             'degreembed-rules': ('applied rules + DegreEmbed', 'default'),
+             'rules': ('applied rules', 'rules-only')}
+    groups = {}
+    for run in load(os.path.join(RESULTS, 'inductive', '*.json')):
+        if run['model'] in names:
+            groups.setdefault((run['split'], run['model'],
+                               run.get('num_steps', 2)),
+                              []).append(run['test'])
+    for (split, model, steps), tests in sorted(groups.items()):
+        label, settings = names[model]
+        out.append(record(split, label, settings, steps, tests))
+    path = write_json('summary.json', out)
+    print(f'{len(out)} records -> {path}')
+
+
+if __name__ == '__main__':
+    main()
