@@ -45,6 +45,9 @@ from .kg import split_triples
 from .paths import path_counts, pattern_of
 
 CONFIDENCES = ('grounded', 'attention')
+#: Attention rules are found by enumerating every operator path when there
+#: are at most this many, else by beam search.
+EXACT_PATHS = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -111,14 +114,16 @@ def extract_rules(model: torch.nn.Module, relation: int, k: int = 10,
         confidence (str, optional): :obj:`"grounded"` (the share of the
             model's score mass on queries of the relation, see
             :func:`grounded_rules`; needs :obj:`data`) or
-            :obj:`"attention"` (beam search over each rank's attention,
-            never enumerating all :math:`(K+1)^L` paths, then scored exactly
-            by :func:`rule_confidence`). (default: :obj:`"grounded"`)
+            :obj:`"attention"` (every one of the :math:`(K+1)^L` operator
+            paths where there are at most :data:`EXACT_PATHS`, else a beam
+            search over each rank's attention whose rules are then scored
+            exactly by :func:`rule_confidence`). (default:
+            :obj:`"grounded"`)
         data (optional): The KG, for grounded confidences.
         triples (torch.Tensor, optional): Queries :obj:`[3, n]` to ground
             on (default: the training queries of the relation).
         beam_width (int, optional): Paths kept per step and rank of the
-            attention search. (default: :obj:`0`, meaning
+            attention beam search. (default: :obj:`0`, meaning
             :obj:`max(4 * k, 20)`)
     """
     K = model.num_edge_types
@@ -134,30 +139,61 @@ def extract_rules(model: torch.nn.Module, relation: int, k: int = 10,
             raise ValueError("Grounded rule confidences need the KG: pass "
                              "data=..., or confidence='attention'")
         return grounded_rules(model, data, relation, triples)[:k]
-    beam_width = beam_width or max(4 * k, 20)
     attention = model.operator_attention(
         torch.tensor([relation],
                      device=model.query_embedding.weight.device))[0].cpu()
     T, L, _ = attention.shape
+    if (K + 1)**L <= EXACT_PATHS:
+        scored = _all_bodies(attention)
+    else:
+        candidates = _beam_bodies(attention, beam_width or max(4 * k, 20))
+        scored = [(body, rule_confidence(attention, body))
+                  for body in candidates]
+    if not scored:
+        return []
+    best = max(score for _, score in scored)
+    scored.sort(key=lambda item: (-item[1], item[0]))
+    return [Rule(relation, body, score / best) for body, score in scored[:k]]
+
+
+def _all_bodies(attention: Tensor) -> List[Tuple[Tuple[int, ...], float]]:
+    # Every operator path at once: the product of its attentions per rank,
+    # summed over ranks and over the paths of the same body (identity
+    # steps dropped), as pattern ids.
+    T, L, K1 = attention.shape
+    product = attention[:, 0].double()
+    pattern = torch.arange(K1) + 1
+    pattern[K1 - 1] = 0  # the identity adds nothing to the body
+    for step in range(1, L):
+        product = (product.unsqueeze(-1) *
+                   attention[:, step].double().unsqueeze(1)).view(T, -1)
+        op = torch.arange(K1).repeat(pattern.numel())
+        pattern = pattern.repeat_interleave(K1)
+        pattern = torch.where(op == K1 - 1, pattern, pattern * K1 + op + 1)
+    bodies, index = torch.unique(pattern, return_inverse=True)
+    mass = torch.zeros(bodies.numel(), dtype=torch.double).index_add_(
+        0, index, product.sum(0))
+    return [(pattern_of(int(b), K1 - 1), float(m))
+            for b, m in zip(bodies, mass) if b > 0]
+
+
+def _beam_bodies(attention: Tensor, beam_width: int) -> set:
+    # The bodies of the beam_width best operator paths of each rank.
+    T, L, K1 = attention.shape
     candidates = set()
     for j in range(T):
         beam = [((), 1.)]
         for step in range(L):
             weight = attention[j, step]
             extended = [(path + (o, ), score * float(weight[o]))
-                        for path, score in beam for o in range(K + 1)]
+                        for path, score in beam for o in range(K1)]
             extended.sort(key=lambda item: -item[1])
             beam = extended[:beam_width]
         for path, _ in beam:
-            body = tuple(o for o in path if o != K)
+            body = tuple(o for o in path if o != K1 - 1)
             if body:
                 candidates.add(body)
-    scored = [(body, rule_confidence(attention, body)) for body in candidates]
-    if not scored:
-        return []
-    best = max(score for _, score in scored)
-    scored.sort(key=lambda item: (-item[1], item[0]))
-    return [Rule(relation, body, score / best) for body, score in scored[:k]]
+    return candidates
 
 
 def training_queries(data: Any, relation: int) -> Tensor:

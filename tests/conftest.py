@@ -1,9 +1,11 @@
+import itertools
 import os
 
 import pytest
 import torch
 
 from pyg_degreembed import TypedGraph, from_edge_index
+from pyg_degreembed.kg import inverse_relation
 
 
 #: The device of the numerical tests (models, propagation, training,
@@ -89,3 +91,64 @@ def chain_kg():
                                'valid': valid,
                                'test': test
                            })
+
+
+def reference_scores(model, edge_index, edge_type, N, head, relation,
+                     remove_tail=None):
+    r"""Explicit re-computation with dense operators B_k = diag(rho) M_k,
+    each query on a graph rebuilt without its left-out edges (rho, i.e. the
+    degree sets, included)."""
+    K, R = model.num_edge_types, model.num_relations
+    attention = model.operator_attention(relation).double()
+    out = []
+    for b in range(head.numel()):
+        keep = torch.ones(edge_type.numel(), dtype=torch.bool)
+        if remove_tail is not None:
+            h, q, t = int(head[b]), int(relation[b]), int(remove_tail[b])
+            q_inv = int(inverse_relation(torch.tensor(q), R))
+            for s, k, d in ((h, q, t), (t, q_inv, h)):
+                keep &= ~((edge_index[0] == s) & (edge_type == k) &
+                          (edge_index[1] == d))
+        rho = model.source_weights(TypedGraph(edge_index[:, keep],
+                                              edge_type[keep], N, K))
+        if rho is not None:
+            rho = rho.to_dense()
+        B = dense_operators(edge_index[:, keep], edge_type[keep], N, K)
+        if rho is not None:
+            B = B * rho.double().t().unsqueeze(-1)  # scale row e by rho[e, k]
+        score = torch.zeros(N, dtype=torch.double)
+        for j in range(model.rank):
+            x = torch.zeros(N, dtype=torch.double)
+            x[head[b]] = 1.
+            for step in range(model.num_steps):
+                a = attention[b, j, step]
+                x = torch.einsum('k,i,kij->j', a[:K], x, B) + a[K] * x
+                x = x / x.sum().clamp(min=model.eps)
+            score += x
+        out.append(score)
+    return torch.stack(out)
+
+
+def attention_rule_masses(attention):
+    r"""Confidence of every rule by enumerating all (K+1)^L operator paths
+    of the attention [T, L, K + 1] (identity paddings merged)."""
+    T, L, K1 = attention.shape
+    out = {}
+    for path in itertools.product(range(K1), repeat=L):
+        body = tuple(o for o in path if o != K1 - 1)
+        if body:
+            out[body] = out.get(body, 0.) + float(sum(
+                torch.prod(attention[j, torch.arange(L), torch.tensor(path)])
+                for j in range(T)))
+    return out
+
+
+def brute_force_attention_rules(model, relation, k):
+    r"""The top-k rules of a query relation by attention confidence,
+    relative to the best (the reference for extract_rules)."""
+    with torch.no_grad():
+        attention = model.operator_attention(torch.tensor([relation]))[0]
+    masses = attention_rule_masses(attention)
+    best = max(masses.values())
+    ranked = sorted(masses.items(), key=lambda item: (-item[1], item[0]))
+    return [(body, value / best) for body, value in ranked[:k]]

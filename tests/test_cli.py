@@ -2,6 +2,9 @@ import json
 
 import pytest
 
+from conftest import brute_force_attention_rules
+from pyg_degreembed import load_model
+from pyg_degreembed.checkpoint import load_checkpoint
 from pyg_degreembed.cli import main
 
 
@@ -47,7 +50,11 @@ def test_evaluate_predict_rules_explain(trained, capsys, tmp_path):
                  str(tmp_path / 'r.json'), '--confidence', 'attention']) == 0
     rules = json.loads((tmp_path / 'r.json').read_text())
     assert len(rules) == 2 and rules[0]['head'] == 'inv_Term3'
-    assert rules[0]['confidence'] == 1.0
+    model = load_model(checkpoint)[0]
+    expected = brute_force_attention_rules(
+        model, model.num_relations + model_relation(checkpoint, 'Term3'), 2)
+    assert [r['confidence'] for r in rules] == pytest.approx(
+        [value for _, value in expected])
     assert rules[0]['confidence_kind'] == 'attention'
     printed = capsys.readouterr().out.splitlines()
     assert printed == [rule['text'] for rule in rules]
@@ -186,3 +193,8 @@ def test_applied_rules_in_rules_explain_and_evaluate(trained, capsys,
     assert 'scorer:' not in capsys.readouterr().out
     model = json.loads((tmp_path / 'm.json').read_text())['metrics']
     assert model['realistic']['mrr'] != applied['realistic']['mrr']
+
+
+def model_relation(checkpoint, name):
+    return list(load_checkpoint(checkpoint)['kg']['relation_names']).index(
+        name)

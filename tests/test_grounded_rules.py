@@ -6,9 +6,10 @@ import pytest
 import torch
 from torch_geometric import seed_everything
 
-from conftest import chain_kg
+from conftest import brute_force_attention_rules, chain_kg
 from pyg_degreembed import (DegreEmbedReasoner, RuleReasoner, explain,
-                            extract_rules, fit, from_edge_index)
+                            extract_rules, fit, from_edge_index, load_model)
+from pyg_degreembed.checkpoint import load_checkpoint
 from pyg_degreembed.cli import main
 from pyg_degreembed.kg import GRAPH_SPLITS, split_triples
 from pyg_degreembed.plot import plot_explanation
@@ -108,7 +109,10 @@ def test_top_grounded_rules_hold_for_training_triples():
         model.rules(2, k=3)
     # The attention confidence needs no data.
     attention = model.rules(2, k=3, confidence='attention')
-    assert len(attention) == 3 and attention[0].confidence == 1.0
+    expected = brute_force_attention_rules(model, 2, 3)
+    assert [r.body for r in attention] == [body for body, _ in expected]
+    assert [r.confidence for r in attention] == pytest.approx(
+        [value for _, value in expected])
 
 
 def test_explanation_as_networkx_graph_and_picture(toy_kg, tmp_path):
@@ -153,7 +157,10 @@ def test_cli_rules_confidences_and_explain_plot(tmp_path, capsys):
         values = [float(line.split()[-1]) for line in lines]
         assert values == sorted(values, reverse=True)
         if kind == 'attention':
-            assert values[0] == 1.0
+            model = load_model(checkpoint)[0]
+            expected = brute_force_attention_rules(
+                model, model_relations(checkpoint).index('Affects'), 3)
+            assert values == [round(value, 2) for _, value in expected]
     from pyg_degreembed.datasets import load_dataset
     data = load_dataset('umls')
     h, r, t = data.test_edge_index[0, 0], data.test_edge_type[0], \
@@ -163,3 +170,7 @@ def test_cli_rules_confidences_and_explain_plot(tmp_path, capsys):
                  data.entity_names[h], '--relation', data.relation_names[r],
                  '--tail', data.entity_names[t], '--plot', str(png)]) == 0
     assert png.read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
+
+
+def model_relations(checkpoint):
+    return list(load_checkpoint(checkpoint)['kg']['relation_names'])

@@ -1,45 +1,8 @@
 import pytest
 import torch
 
-from conftest import dense_operators
+from conftest import reference_scores
 from pyg_degreembed import DegreEmbedReasoner, RuleReasoner, TypedGraph
-from pyg_degreembed.kg import inverse_relation
-
-
-def reference_scores(model, edge_index, edge_type, N, head, relation,
-                     remove_tail=None):
-    r"""Explicit re-computation with dense operators B_k = diag(rho) M_k,
-    each query on a graph rebuilt without its left-out edges (rho, i.e. the
-    degree sets, included)."""
-    K, R = model.num_edge_types, model.num_relations
-    attention = model.operator_attention(relation).double()
-    out = []
-    for b in range(head.numel()):
-        keep = torch.ones(edge_type.numel(), dtype=torch.bool)
-        if remove_tail is not None:
-            h, q, t = int(head[b]), int(relation[b]), int(remove_tail[b])
-            q_inv = int(inverse_relation(torch.tensor(q), R))
-            for s, k, d in ((h, q, t), (t, q_inv, h)):
-                keep &= ~((edge_index[0] == s) & (edge_type == k) &
-                          (edge_index[1] == d))
-        rho = model.source_weights(TypedGraph(edge_index[:, keep],
-                                              edge_type[keep], N, K))
-        if rho is not None:
-            rho = rho.to_dense()
-        B = dense_operators(edge_index[:, keep], edge_type[keep], N, K)
-        if rho is not None:
-            B = B * rho.double().t().unsqueeze(-1)  # scale row e by rho[e, k]
-        score = torch.zeros(N, dtype=torch.double)
-        for j in range(model.rank):
-            x = torch.zeros(N, dtype=torch.double)
-            x[head[b]] = 1.
-            for step in range(model.num_steps):
-                a = attention[b, j, step]
-                x = torch.einsum('k,i,kij->j', a[:K], x, B) + a[K] * x
-                x = x / x.sum().clamp(min=model.eps)
-            score += x
-        out.append(score)
-    return torch.stack(out)
 
 
 @pytest.mark.parametrize('cls', [RuleReasoner, DegreEmbedReasoner])
@@ -90,9 +53,16 @@ def test_rank_one_without_degree_embedding_is_neural_lp_form(random_graph):
     model = RuleReasoner(4, num_steps=2, rank=1)
     graph = TypedGraph(*random_graph)
     assert model.source_weights(graph) is None
-    scores = model(graph, torch.tensor([0]), torch.tensor([0]))
-    # One rank of L1-normalised steps sums to one (the head has edges).
-    assert torch.allclose(scores.sum(), torch.tensor(1.))
+    edge_index, edge_type, N, K = random_graph
+    head, relation = torch.tensor([0, 5, 9]), torch.tensor([0, 3, 6])
+    scores = model(graph, head, relation)
+    # Neural LP's form: one attention vector per step over the operators
+    # M_k and the identity, the signal normalised after every step.
+    expected = reference_scores(model, edge_index, edge_type, N, head,
+                                relation)
+    assert torch.allclose(scores.double(), expected, atol=1e-6)
+    # One rank of L1-normalised steps sums to one (the heads have edges).
+    assert torch.allclose(scores.sum(1), torch.ones(3))
 
 
 def test_input_checks(random_graph):

@@ -1,23 +1,11 @@
-import itertools
-from collections import defaultdict
-
+import pytest
 import torch
+
+from conftest import brute_force_attention_rules
+from conftest import attention_rule_masses as brute_force
 
 from pyg_degreembed import RuleReasoner, extract_rules
 from pyg_degreembed.rules import Rule, rule_confidence
-
-
-def brute_force(attention):
-    r"""Confidence of every rule by enumerating all (K+1)^L paths."""
-    T, L, K1 = attention.shape
-    out = defaultdict(float)
-    for path in itertools.product(range(K1), repeat=L):
-        body = tuple(o for o in path if o != K1 - 1)
-        if body:
-            out[body] += float(sum(
-                torch.prod(attention[j, torch.arange(L), torch.tensor(path)])
-                for j in range(T)))
-    return out
 
 
 def test_rule_confidence_merges_identity_paddings():
@@ -59,3 +47,27 @@ def test_rule_text_swaps_arguments_of_inverse_relations():
         'father(Y,X) <= father(X,Y)  1.00'
     assert Rule(head=2, body=(0, 1, 5), confidence=.5).format(names) == \
         'father(X,Y) <= brother(X,Z1), sister(Z1,Z2), father(Y,Z2)  0.50'
+
+
+@pytest.mark.parametrize('num_steps', [2, 3])
+def test_attention_rules_exact_and_by_beam_search(num_steps, monkeypatch):
+    import pyg_degreembed.rules
+    torch.manual_seed(0)
+    model = RuleReasoner(3, num_steps=num_steps, rank=3, embedding_dim=8,
+                         hidden_channels=8)
+    expected = brute_force_attention_rules(model, 4, 6)
+    exact = extract_rules(model, 4, k=6, confidence='attention')
+    assert [(r.body, r.confidence) for r in exact] == [
+        (body, pytest.approx(value)) for body, value in expected]
+    # A beam as wide as all paths finds the same; a narrow one may not,
+    # but scores what it finds exactly.
+    monkeypatch.setattr(pyg_degreembed.rules, 'EXACT_PATHS', 0)
+    wide = extract_rules(model, 4, k=6, confidence='attention',
+                         beam_width=7**num_steps)
+    assert [(r.body, r.confidence) for r in wide] == [
+        (r.body, pytest.approx(r.confidence)) for r in exact]
+    narrow = extract_rules(model, 4, k=6, confidence='attention',
+                           beam_width=2)
+    assert {r.body for r in narrow} <= {body for body, _ in
+                                        brute_force_attention_rules(
+                                            model, 4, 7**num_steps)}
