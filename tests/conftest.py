@@ -152,3 +152,16 @@ def brute_force_attention_rules(model, relation, k):
     best = max(masses.values())
     ranked = sorted(masses.items(), key=lambda item: (-item[1], item[0]))
     return [(body, value / best) for body, value in ranked[:k]]
+
+
+def assert_picture(path, min_pixels=200):
+    r"""The file is a PNG picture of at least min_pixels x min_pixels with
+    something drawn on it (not one flat colour)."""
+    import matplotlib.image
+    assert open(path, 'rb').read(8) == b'\x89PNG\r\n\x1a\n'
+    image = matplotlib.image.imread(path)
+    assert image.ndim == 3 and min(image.shape[:2]) >= min_pixels
+    rgb = image[..., :3].reshape(-1, 3)
+    drawn = (rgb != rgb[0]).any(axis=1).mean()  # differs from the corner
+    assert drawn > 0.01, f'{path}: {100 * drawn:.2f} % of the pixels drawn'
+    return image

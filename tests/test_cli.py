@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from conftest import brute_force_attention_rules
+from conftest import assert_picture, brute_force_attention_rules
 from pyg_degreembed import load_model
 from pyg_degreembed.checkpoint import load_checkpoint
 from pyg_degreembed.cli import main
@@ -131,7 +131,7 @@ def test_plot_command(trained, tmp_path, capsys):
     _, checkpoint = trained
     out = tmp_path / 'tsne.png'
     assert main(['plot', '--checkpoint', checkpoint, '--out', str(out)]) == 0
-    assert out.read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
+    assert_picture(str(out))
 
 
 def test_edge_weight_options(capsys):

@@ -6,7 +6,8 @@ import pytest
 import torch
 from torch_geometric import seed_everything
 
-from conftest import brute_force_attention_rules, chain_kg
+from conftest import (assert_picture, brute_force_attention_rules,
+                      chain_kg)
 from pyg_degreembed import (DegreEmbedReasoner, RuleReasoner, explain,
                             extract_rules, fit, from_edge_index, load_model)
 from pyg_degreembed.checkpoint import load_checkpoint
@@ -140,7 +141,7 @@ def test_explanation_as_networkx_graph_and_picture(toy_kg, tmp_path):
 
     png = tmp_path / 'why.png'
     drawn = plot_explanation(result, str(png), names, relations)
-    assert png.read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
+    assert_picture(str(png))
     assert drawn.number_of_edges() == graph.number_of_edges()
 
 
@@ -169,7 +170,7 @@ def test_cli_rules_confidences_and_explain_plot(tmp_path, capsys):
     assert main(['explain', '--checkpoint', checkpoint, '--head',
                  data.entity_names[h], '--relation', data.relation_names[r],
                  '--tail', data.entity_names[t], '--plot', str(png)]) == 0
-    assert png.read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
+    assert_picture(str(png))
 
 
 def model_relations(checkpoint):
