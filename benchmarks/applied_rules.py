@@ -26,7 +26,7 @@ import time
 from torch_geometric import seed_everything
 
 from common import RESULTS, load_benchmark, save_run, test_metrics, \
-    write_markdown
+    update_readme, write_markdown
 from pyg_degreembed import DegreEmbedReasoner, RuleReasoner, compute_ranks, \
     fit
 from pyg_degreembed.applied_rules import AppliedRules, rule_counts
@@ -87,13 +87,13 @@ def run(name: str, num_steps: int, epochs: int, model_name: str,
     path = os.path.join(FOLDER, f'{name}-L{num_steps}.json')
     if os.path.exists(path):
         before = json.load(open(path))
-        if before.get('model', 'degreembed') == model_name:
+        if before.get('tie_break_model', 'degreembed') == model_name:
             done = {key(row) for row in out['settings']}
             out['settings'] = [row for row in before['settings']
                                if key(row) not in done] + out['settings']
     save_run(os.path.join('applied_rules', f'{name}-L{num_steps}.json'),
              {'dataset': name, 'num_steps': num_steps, 'seed': 0,
-              'model': model_name, 'epochs_budget': epochs},
+              'tie_break_model': model_name, 'epochs_budget': epochs},
              {**out, 'train_seconds': train_seconds,
               'count_seconds': count_seconds})
 
@@ -108,10 +108,15 @@ def full_grid_runs(runs):
     return [r for r in runs if len(r['settings']) == grid]
 
 
+#: The KGs the setting is chosen on (those with 3 seeds in the paper's
+#: table); the others are reported with it.
+CHOSEN_ON = ('family', 'kinship', 'umls')
+
+
 def setting_means(runs) -> dict:
     r"""The mean validation MRR (realistic ties) of each setting over the
-    runs of the whole grid."""
-    full = full_grid_runs(runs)
+    runs of the whole grid on the KGs of CHOSEN_ON."""
+    full = [r for r in full_grid_runs(runs) if r['dataset'] in CHOSEN_ON]
     by_setting = {}
     for run_ in full:
         for row in run_['settings']:
@@ -129,37 +134,48 @@ def chosen_setting(runs) -> tuple:
     return max(means, key=means.get)
 
 
+def default_test(run_, row) -> float:
+    r"""Test MRR of train --scorer auto: the applied rules or the model,
+    whichever has the better validation MRR."""
+    if row['valid']['realistic'] >= run_['model']['valid']['realistic']:
+        return row['test']['realistic']['mrr']
+    return run_['model']['test']['realistic']
+
+
 def table():
     runs = [json.load(open(path))
             for path in sorted(glob.glob(os.path.join(FOLDER, '*.json')))]
     if not runs:
         raise SystemExit(f'no runs in {FOLDER}')
-    best, chosen_on = chosen_setting(runs), full_grid_runs(runs)
+    best = chosen_setting(runs)
+    chosen_on = [r for r in full_grid_runs(runs) if r['dataset'] in CHOSEN_ON]
     means = setting_means(runs)
     runs = [r for r in runs if any(key(s) == best for s in r['settings'])]
     lines = [
-        f'Chosen on the mean validation MRR (realistic ties) over '
-        f'{len(chosen_on)} runs of the whole grid ('
+        f'Chosen on the mean validation MRR (realistic ties) over the '
+        f'{len(chosen_on)} runs of the whole grid on ('
         f"{', '.join(r['dataset'] for r in chosen_on)}): unseen u = "
         f'{best[0]:g}, {best[1]} keys, tie-break {best[2]}, answer-type '
         f'rules {best[3]}.', '',
         '| dataset | L | tie-break model | rules | model valid | applied '
         'valid | model test | applied test (realistic / optimistic) | H@1 '
-        '| H@10 |',
-        '|---|---|---|---|---|---|---|---|---|---|']
+        '| H@10 | default test (the better on validation) |',
+        '|---|---|---|---|---|---|---|---|---|---|---|']
     for run_ in runs:
         row = next(r for r in run_['settings'] if key(r) == best)
         test = row['test']
         lines.append(
             f"| {run_['dataset']} | {run_['num_steps']} | "
-            f"{run_.get('model', 'degreembed')} | {row['num_rules']}"
+            f"{run_.get('tie_break_model', 'degreembed')} | "
+            f"{row['num_rules']}"
             f" | {run_['model']['valid']['realistic']:.3f}"
             f" | {row['valid']['realistic']:.3f}"
             f" | {run_['model']['test']['realistic']:.3f}"
             f" | {test['realistic']['mrr']:.3f} / "
             f"{test['optimistic']['mrr']:.3f}"
             f" | {100 * test['realistic']['hits@1']:.1f}"
-            f" | {100 * test['realistic']['hits@10']:.1f} |")
+            f" | {100 * test['realistic']['hits@10']:.1f}"
+            f" | {default_test(run_, row):.3f} |")
     lines += ['', 'Mean validation MRR of every setting:', '',
               '| unseen u | keys | tie-break | answer types '
               '| mean valid MRR |',
@@ -169,6 +185,7 @@ def table():
                      f'{mean:.4f} |')
     path = write_markdown('applied_rules.md', '\n'.join(lines),
                           'applied_rules.py')
+    update_readme('applied_rules', '\n'.join(lines))
     print('\n'.join(lines))
     print('wrote', path)
 

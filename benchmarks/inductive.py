@@ -10,7 +10,9 @@ new entities on another graph with the same relations.
 graph), so new splits need no code change.
 
 Models: 'rules' is AppliedRules mined on X (its train.txt; no training),
-'degreembed-rules' the same with DegreEmbed trained on X as tie-break.
+'degreembed-rules' the same with DegreEmbed trained on X as tie-break, or
+DegreEmbed alone where that is better on X's validation (as the CLI's
+train --scorer auto).
 
 Protocol, per run: train DegreEmbed, DRUM or Neural LP (rank 1) with fit()'s
 defaults (L = 2, T = 3, 128-d, Adam 1e-3, batch 128, up to 20 epochs, early
@@ -56,7 +58,8 @@ MODELS = {
     'drum': ('DRUM', RuleReasoner, {}),
     'neurallp': ('Neural LP (rank 1)', RuleReasoner, {'rank': 1}),
     # AppliedRules mined on X (no training), and with DegreEmbed trained on
-    # X as tie-break (the CLI's default scorer).
+    # X as tie-break, or DegreEmbed alone, whichever is better on X's
+    # validation (the CLI's default, --scorer auto).
     'rules': ('applied rules', None, {}),
     'degreembed-rules': ('applied rules + DegreEmbed', DegreEmbedReasoner,
                          {}),
@@ -91,9 +94,14 @@ def run(name, train_folder, ind_folder, model_name, seed, device, steps=2):
         result = fit(model, train, seed=seed, device=device, progress=False)
         history = result.history
         best = (result.best_epoch, result.best_valid_mrr)
-    scorer = model
+    scorer, chosen = model, None
     if model_name.endswith('rules'):
         scorer = AppliedRules.mine(train, steps, tie_break=model).to(device)
+        chosen = 'rules'
+        if model is not None:  # as train --scorer auto: by validation
+            valid = compute_ranks(scorer, train, 'valid').metrics()['mrr']
+            if valid < result.best_valid_mrr:
+                scorer, chosen = model, 'model'
     train_seconds = time.perf_counter() - start
     graph = align_relations(load_dataset(ind_folder), train.relation_names)
     start = time.perf_counter()
@@ -112,7 +120,7 @@ def run(name, train_folder, ind_folder, model_name, seed, device, steps=2):
                             'triples': graph.train_edge_type.numel(),
                             'test_triples': graph.test_edge_type.numel()},
         'test': test_metrics(ranks),
-        'device': str(device),
+        'device': str(device), 'scorer': chosen,
         'gpu_peak_memory_gb': torch.cuda.max_memory_allocated(device) / 1e9
         if device.type == 'cuda' else None,
     }

@@ -7,9 +7,11 @@ results/summary.json, a list of records
 (test metrics, mean over seeds; H@k as fractions).  Settings:
   "paper"       DegreEmbed with the paper's settings (L = 2, the model's own
                 score): results/runs/ and the inductive runs
-  "default"     the CLI's default scorer: the applied rules with the trained
-                model as tie-break, in the setting chosen on validation
-                (results/applied_rules/, inductive 'degreembed-rules')
+  "default"     the CLI's default scorer (--scorer auto): the applied rules
+                with the trained model as tie-break, in the setting chosen
+                on validation, or the model alone where it is better on
+                validation (results/applied_rules/, inductive
+                'degreembed-rules')
   "rules-only"  the applied rules without a model (inductive 'rules')
 Rows of other rule lengths say so in num_steps.
 
@@ -52,11 +54,23 @@ def main():
         best = chosen_setting(runs)
         for run in runs:
             row = next((r for r in run['settings'] if key(r) == best), None)
-            if row is not None:
-                out.append(record(
-                    run['dataset'], 'applied rules + '
-                    f"{run.get('model', 'degreembed')}", 'default',
-                    run['num_steps'], [row['test']]))
+            if row is None:
+                continue
+            model = run.get('tie_break_model', 'degreembed')
+            if row['valid']['realistic'] >= \
+                    run['model']['valid']['realistic']:
+                out.append(record(run['dataset'], f'applied rules + {model}',
+                                  'default', run['num_steps'],
+                                  [row['test']]))
+            else:  # --scorer auto keeps the model (its MRR only is kept)
+                out.append({'dataset': run['dataset'], 'model': model,
+                            'settings': 'default',
+                            'num_steps': run['num_steps'], 'seeds': 1,
+                            'test_mrr_realistic':
+                            run['model']['test']['realistic'],
+                            'test_mrr_optimistic':
+                            run['model']['test']['optimistic'],
+                            'h1': None, 'h10': None})
     names = {'degreembed': ('DegreEmbed', 'paper'),
              'degreembed-rules': ('applied rules + DegreEmbed', 'default'),
              'rules': ('applied rules', 'rules-only')}

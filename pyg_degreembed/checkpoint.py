@@ -14,10 +14,12 @@ dictionaries, so it loads with :obj:`torch.load(..., weights_only=True)`:
 * :obj:`state`: :obj:`model`, :obj:`optimizer`, :obj:`best_model`,
   :obj:`epoch`, :obj:`history`, :obj:`best_epoch`, :obj:`best_valid_mrr`,
   and the RNG states (:obj:`torch_rng`, :obj:`shuffle_rng`)
-* :obj:`rules` (optional, written by :obj:`pyg-degreembed train`): the
+* :obj:`rules` and :obj:`scorer` (optional, written by
+  :obj:`pyg-degreembed train`): the
   :class:`~pyg_degreembed.applied_rules.AppliedRules` that rank answers
   with the model as tie-break
-  (:meth:`~pyg_degreembed.applied_rules.AppliedRules.to_payload`)
+  (:meth:`~pyg_degreembed.applied_rules.AppliedRules.to_payload`), and
+  which of the two ranks answers (:obj:`"rules"` or :obj:`"model"`)
 
 Writes go to a temporary file in the same folder, then :func:`os.replace`,
 so a crash never leaves a half-written checkpoint.
@@ -233,8 +235,9 @@ def load_model(path: str, dataset: Optional[str] = None,
 def scorer_from_checkpoint(payload: Dict[str, Any], model,
                            scorer: str = 'auto'):
     r"""What ranks answers for a checkpoint: with :obj:`scorer="auto"`
-    its applied rules with :obj:`model` as tie-break where it has them,
-    else :obj:`model`; :obj:`"rules"` requires them, :obj:`"model"` is
+    the scorer recorded in it (:obj:`"rules"`, its applied rules with
+    :obj:`model` as tie-break, or :obj:`"model"`; the model where it
+    records none); :obj:`"rules"` requires the rules, :obj:`"model"` is
     the model alone."""
     from .applied_rules import AppliedRules
     if scorer not in SCORERS:
@@ -244,6 +247,8 @@ def scorer_from_checkpoint(payload: Dict[str, Any], model,
     if scorer == 'rules' and rules is None:
         raise CheckpointError('the checkpoint holds no applied rules (train '
                               'with --scorer rules)')
+    if scorer == 'auto':
+        scorer = payload.get('scorer', 'model')
     if scorer == 'model' or rules is None:
         return model
     device = next(model.parameters()).device

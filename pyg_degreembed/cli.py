@@ -106,12 +106,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="maximum rule length L; 'auto': from the data "
                    "(2, or 3 where 3 edges reach at least 5 %% more "
                    "held-out training answers; 2 is the paper's)")
-    p.add_argument('--scorer', default='rules', choices=['rules', 'model'],
+    p.add_argument('--scorer', default='auto', choices=list(SCORERS),
                    help="what ranks answers: 'rules', the path and "
                    "answer-type rules of length <= L mined from the "
                    "training graph with empirical confidences, best rule "
                    "first, the trained model breaking ties; 'model', the "
-                   "model's own score (the paper's)")
+                   "model's own score (the paper's); 'auto', the one with "
+                   "the better validation MRR")
     p.add_argument('--rank', type=int, default=model_default['rank'],
                    help='rank T (neurallp always uses 1)')
     p.add_argument('--dim', type=int, default=model_default['embedding_dim'],
@@ -169,8 +170,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = command('evaluate', 'filtered ranking metrics')
     _checkpoint_args(p)
     p.add_argument('--scorer', default='auto', choices=list(SCORERS),
-                   help="'auto': the checkpoint's applied rules if it has "
-                   "them, else the model")
+                   help="'auto': the one train chose (recorded in the "
+                   "checkpoint)")
     p.add_argument('--split', default='test', choices=['valid', 'test'],
                    help='the triples to rank')
     p.add_argument('--json', default=None,
@@ -332,7 +333,8 @@ def cmd_train(args):
     if process == 0:
         print(f'{data.num_nodes} entities, {data.num_relations} relations, '
               f'{data.train_edge_type.numel()} training triples; {model}')
-    fit(model, data, epochs=args.epochs, batch_size=args.batch_size,
+    result = fit(
+        model, data, epochs=args.epochs, batch_size=args.batch_size,
         lr=args.lr, edge_weight_lr=args.edge_weight_lr,
         edge_weight_decay=args.edge_weight_decay,
         patience=args.patience, loss=args.loss, seed=args.seed,
@@ -341,16 +343,29 @@ def cmd_train(args):
         resume=args.resume, overwrite=args.overwrite,
         allow_config_change=args.allow_config_change)
     scorer = model
-    if args.scorer == 'rules':
+    if args.scorer != 'model':
         start = time.perf_counter()
-        scorer = AppliedRules.mine(data, args.steps,
-                                   tie_break=model).to(device)
+        applied = AppliedRules.mine(data, args.steps,
+                                    tie_break=model).to(device)
+        seconds = time.perf_counter() - start
+        choice = args.scorer
+        if choice == 'auto':
+            # The better on validation (realistic ties), the model's
+            # measured as fit measured it.
+            valid = compute_ranks(applied, data, 'valid').metrics()['mrr']
+            choice = 'rules' if valid >= result.best_valid_mrr else 'model'
+        if choice == 'rules':
+            scorer = applied
         if process == 0:
-            print(f'applied rules: {scorer.rule_key.numel()} path rules of '
-                  f'length <= {args.steps}, answer-type rules, the model '
-                  f'as tie-break ({time.perf_counter() - start:.1f}s)')
+            print(f'applied rules: {applied.rule_key.numel()} path rules of '
+                  f'length <= {args.steps} and answer-type rules, the model '
+                  f'as tie-break ({seconds:.1f}s)')
+            if args.scorer == 'auto':
+                print(f'scorer: {choice} (validation MRR: applied rules '
+                      f'{valid:.4f}, model {result.best_valid_mrr:.4f})')
             payload = load_checkpoint(checkpoint)
-            payload['rules'] = scorer.to_payload()
+            payload['rules'] = applied.to_payload()
+            payload['scorer'] = choice
             save_checkpoint(checkpoint, payload)
     if process == 0:
         print(f'checkpoint: {checkpoint}')

@@ -88,6 +88,7 @@ def test_hand_worked_chain_rule():
                   .sum())
     assert 50 < body_pairs <= 60 and support < body_pairs
     applied = AppliedRules.mine(data, num_steps=2, unseen=5.)
+    assert not applied.type_confidence.any()  # not by default
     rules = {rule.body: rule.confidence for rule in applied.rules(2)}
     assert rules[(0, 1)] == pytest.approx(support / (body_pairs + 5))
     # The inverse query follows the inverse body, with the same counts.
@@ -207,7 +208,8 @@ def test_answer_types_order_what_no_path_rule_reaches():
     R, N = data.num_relations, data.num_nodes
     K = 2 * R
     applied = AppliedRules.mine(data, num_steps=1, min_support=1,
-                                num_keys=1, tie_break=Arange())
+                                num_keys=1, tie_break=Arange(),
+                                answer_types=True)
     graph = resolve_graph(data, num_relations=R)
     types = torch.zeros(N, K, dtype=torch.bool)
     types[graph.edge_src, graph.edge_type] = True
@@ -227,7 +229,8 @@ def test_answer_types_order_what_no_path_rule_reaches():
 def test_explain_lists_the_rules_that_reach_the_answer():
     data = random_kg(seed=5)
     R, N = data.num_relations, data.num_nodes
-    applied = AppliedRules.mine(data, num_steps=2, min_support=1)
+    applied = AppliedRules.mine(data, num_steps=2, min_support=1,
+                                answer_types=True)
     graph = resolve_graph(data, num_relations=R)
     head = torch.arange(N).repeat_interleave(2 * R)
     relation = torch.arange(2 * R).repeat(N)
