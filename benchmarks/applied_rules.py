@@ -113,6 +113,11 @@ def full_grid_runs(runs):
 CHOSEN_ON = ('family', 'kinship', 'umls')
 
 
+def load_runs() -> list:
+    return [json.load(open(path))
+            for path in sorted(glob.glob(os.path.join(FOLDER, '*.json')))]
+
+
 def setting_means(runs) -> dict:
     r"""The mean validation MRR (realistic ties) of each setting over the
     runs of the whole grid on the KGs of CHOSEN_ON."""
@@ -126,11 +131,13 @@ def setting_means(runs) -> dict:
             if len(v) == len(full)}
 
 
-def chosen_setting(runs) -> tuple:
+def chosen_setting(runs, tie_break=None) -> tuple:
     r"""The setting of the best mean validation MRR over the runs of the
     whole grid (runs of a part of it, --quick, are reported with it where
-    they have it)."""
-    means = setting_means(runs)
+    they have it); with :obj:`tie_break`, the best of those with that
+    tie-break (:obj:`"none"`: the rules alone)."""
+    means = {k: v for k, v in setting_means(runs).items()
+             if tie_break in (None, k[2])}
     return max(means, key=means.get)
 
 
@@ -143,8 +150,7 @@ def default_test(run_, row) -> float:
 
 
 def table():
-    runs = [json.load(open(path))
-            for path in sorted(glob.glob(os.path.join(FOLDER, '*.json')))]
+    runs = load_runs()
     if not runs:
         raise SystemExit(f'no runs in {FOLDER}')
     best = chosen_setting(runs)

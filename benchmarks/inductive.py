@@ -44,6 +44,7 @@ import time
 import torch
 from torch_geometric import seed_everything
 
+from applied_rules import chosen_setting, load_runs
 from common import (RESULTS, SHARED, save_run, test_metrics, update_readme,
                     write_markdown)
 from pyg_degreembed import (AppliedRules, DegreEmbedReasoner, RuleReasoner,
@@ -96,7 +97,13 @@ def run(name, train_folder, ind_folder, model_name, seed, device, steps=2):
         best = (result.best_epoch, result.best_valid_mrr)
     scorer, chosen = model, None
     if model_name.endswith('rules'):
-        scorer = AppliedRules.mine(train, steps, tie_break=model).to(device)
+        # The setting chosen on validation (benchmarks/applied_rules.py)
+        # for rules with and without a model as tie-break.
+        unseen, num_keys, _, answer_types = chosen_setting(
+            load_runs(), 'model' if model is not None else 'none')
+        scorer = AppliedRules.mine(train, steps, unseen=unseen,
+                                   num_keys=num_keys, tie_break=model,
+                                   answer_types=answer_types).to(device)
         chosen = 'rules'
         if model is not None:  # as train --scorer auto: by validation
             valid = compute_ranks(scorer, train, 'valid').metrics()['mrr']

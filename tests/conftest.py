@@ -93,6 +93,7 @@ def chain_kg():
                            })
 
 
+@torch.no_grad()
 def reference_scores(model, edge_index, edge_type, N, head, relation,
                      remove_tail=None):
     r"""Explicit re-computation with dense operators B_k = diag(rho) M_k,
