@@ -9,8 +9,8 @@ tie-break, counts support and groundings of every cyclic rule of length
 every setting of the grid: unseen u in UNSEEN x tie-break (none / the
 trained model) x answer-type rules (with / without) with 3 keys, and 1 or 5
 keys at u = 50 with both.
---model drum trains DRUM instead (cheaper on FB15k-237); --quick runs the
-3-key settings with answer-type rules only, for --unseen values.
+--model drum trains DRUM instead (cheaper on FB15k-237); --quick runs only
+the settings chosen (with and without the model as tie-break).
 Writes results/applied_rules/<dataset>-L<L>.json (validation and test MRR
 of every setting, realistic and optimistic ties, and the model's own);
 `--table-only` writes results/applied_rules.md: the setting with the best
@@ -37,15 +37,21 @@ FOLDER = os.path.join(RESULTS, 'applied_rules')
 
 
 def settings(unseen_values=UNSEEN, full=True):
-    for answer_types in (True, False) if full else (True, ):
+    if not full:  # the settings chosen with and without a tie-break model
+        for tie_break in ('model', 'none'):
+            unseen, keys, _, answer_types = chosen_setting(load_runs(),
+                                                           tie_break)
+            yield {'unseen': unseen, 'num_keys': keys,
+                   'tie_break': tie_break, 'answer_types': answer_types}
+        return
+    for answer_types in (True, False):
         for tie_break in ('none', 'model'):
             for unseen in unseen_values:
                 yield {'unseen': unseen, 'num_keys': 3,
                        'tie_break': tie_break, 'answer_types': answer_types}
-    if full:
-        for keys in (1, 5):
-            yield {'unseen': 50., 'num_keys': keys, 'tie_break': 'model',
-                   'answer_types': True}
+    for keys in (1, 5):
+        yield {'unseen': 50., 'num_keys': keys, 'tie_break': 'model',
+               'answer_types': True}
 
 
 def mrr(ranks) -> dict:
@@ -205,7 +211,7 @@ if __name__ == '__main__':
                         help='the tie-break model trained')
     parser.add_argument('--unseen', type=float, nargs='+', default=UNSEEN)
     parser.add_argument('--quick', action='store_true',
-                        help='3 keys with answer-type rules only')
+                        help='only the settings chosen on the full grid')
     parser.add_argument('--table-only', action='store_true')
     args = parser.parse_args()
     for name in args.dataset:
