@@ -188,6 +188,8 @@ def table():
             f" | {100 * test['realistic']['hits@1']:.1f}"
             f" | {100 * test['realistic']['hits@10']:.1f}"
             f" | {default_test(run_, row):.3f} |")
+    headline = lines + [
+        '', 'Every setting: `benchmarks/results/applied_rules.md`.']
     lines += ['', 'Mean validation MRR of every setting:', '',
               '| unseen u | keys | tie-break | answer types '
               '| mean valid MRR |',
@@ -197,7 +199,7 @@ def table():
                      f'{mean:.4f} |')
     path = write_markdown('applied_rules.md', '\n'.join(lines),
                           'applied_rules.py')
-    update_readme('applied_rules', '\n'.join(lines))
+    update_readme('applied_rules', '\n'.join(headline))
     print('\n'.join(lines))
     print('wrote', path)
 
