@@ -39,7 +39,8 @@ from torch.nn import Module
 
 from .convert import as_kg
 from .kg import check_positive_ints, index_tensor, query_edges, split_triples
-from .paths import expand_paths, path_counts, pattern_of, walk_chunks
+from .paths import (check_pattern_keys, expand_paths, path_counts,
+                    pattern_of, walk_chunks)
 from .ragged import ragged_arange
 from .resolve import resolve_graph
 from .rules import Rule, format_atom
@@ -410,6 +411,18 @@ def rule_counts(data: Any, num_steps: int = 2,
     groundings = pairs[torch.searchsorted(bodies, rule % P)] - reached + \
         support
     return RuleCounts(rule // P, rule % P, support, groundings)
+
+
+def check_mining(data: Any, num_steps: int, chunk_size: int = 256):
+    r"""Refuses, before any work, a rule length whose mining
+    (:func:`rule_counts`) would not fit: pattern ids beyond 64 bits, or
+    more walks than :data:`~pyg_degreembed.paths.MAX_TOTAL_WALKS`."""
+    kg = as_kg(data)
+    R, N = kg.num_relations, kg.num_nodes
+    check_positive_ints(num_steps=num_steps, chunk_size=chunk_size)
+    check_pattern_keys(2 * R, num_steps, max(2 * R, chunk_size * N))
+    walk_chunks(resolve_graph(data, num_relations=R), torch.arange(N),
+                num_steps, chunk_size)
 
 
 @torch.no_grad()

@@ -4,7 +4,9 @@ and result files, written atomically.
 A checkpoint is a plain dictionary of tensors, numbers, strings, lists and
 dictionaries, so it loads with :obj:`torch.load(..., weights_only=True)`:
 
-* :obj:`format` (:obj:`2`), :obj:`library_version`
+* :obj:`format` (:obj:`3`), :obj:`library_version`
+* :obj:`digest`: the SHA-256 of everything else (:func:`payload_digest`),
+  checked on load, so a damaged or edited file is refused
 * :obj:`model`: :obj:`{"class": ..., "config": {...}, "edge_weight":
   None or {"class": ..., "config": {...}, "trainable": bool}}` to rebuild
   the model (:func:`model_spec`)
@@ -24,12 +26,14 @@ dictionaries, so it loads with :obj:`torch.load(..., weights_only=True)`:
 Writes go to a temporary file in the same folder, then :func:`os.replace`,
 so a crash never leaves a half-written checkpoint.
 
-Format 1 (library versions before the edge weight became a constructor
-argument: :obj:`DegreEmbedReasoner` kept its layer as
-:obj:`degree_embedding`) is read and converted on load.
+Format 2 (without a digest) is read as it is.  Format 1 (library versions
+before the edge weight became a constructor argument:
+:obj:`DegreEmbedReasoner` kept its layer as :obj:`degree_embedding`) is
+read and converted on load.
 """
 import hashlib
 import json
+import math
 import os
 import warnings
 from typing import Any, Dict, Optional, Union
@@ -38,8 +42,8 @@ import torch
 
 from .files import atomic_write
 
-FORMAT = 2
-READABLE_FORMATS = (1, 2)
+FORMAT = 3
+READABLE_FORMATS = (1, 2, 3)
 #: What :func:`scorer_from_checkpoint` can rank with.
 SCORERS = ('auto', 'rules', 'model')
 
@@ -49,14 +53,56 @@ class CheckpointError(ValueError):
 
 
 def save_checkpoint(path: str, payload: Dict[str, Any]):
-    r"""Writes :obj:`payload` to :obj:`path` atomically."""
+    r"""Writes :obj:`payload` with its :func:`payload_digest` to
+    :obj:`path` atomically."""
+    payload = {key: value for key, value in payload.items()
+               if key != 'digest'}
+    payload['digest'] = payload_digest(payload)
     atomic_write(path, lambda f: torch.save(payload, f))
 
 
+def payload_digest(payload: Any) -> str:
+    r"""A SHA-256 of a checkpoint payload: its structure, every tensor's
+    dtype, shape and bytes, and every other value's :func:`repr`
+    (dictionaries in the order of their sorted keys)."""
+    digest = hashlib.sha256()
+
+    def feed(value):
+        if isinstance(value, dict):
+            digest.update(b'd%d' % len(value))
+            for key in sorted(value, key=repr):
+                feed(key)
+                feed(value[key])
+        elif isinstance(value, (list, tuple)):
+            digest.update(b'l%d' % len(value))
+            for item in value:
+                feed(item)
+        elif isinstance(value, torch.Tensor):
+            tensor = value.detach().cpu().contiguous()
+            digest.update(f't{tensor.dtype}{list(tensor.shape)}'.encode())
+            digest.update(tensor.reshape(-1).view(torch.uint8).numpy())
+        else:
+            digest.update(repr(value).encode())
+
+    feed(payload)
+    return digest.hexdigest()
+
+
 def save_json(path: str, payload: Any):
-    r"""Writes :obj:`payload` as indented JSON to :obj:`path` atomically."""
+    r"""Writes :obj:`payload` as indented JSON to :obj:`path` atomically;
+    a number that is not finite (:obj:`nan`, :obj:`inf`), which JSON
+    cannot hold, is written as :obj:`null`."""
+    def finite(value):
+        if isinstance(value, float) and not math.isfinite(value):
+            return None
+        if isinstance(value, dict):
+            return {k: finite(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [finite(v) for v in value]
+        return value
+
     def write(f):
-        json.dump(payload, f, indent=2)
+        json.dump(finite(payload), f, indent=2, allow_nan=False)
         f.write('\n')
 
     atomic_write(path, write, binary=False)
@@ -94,6 +140,16 @@ def load_checkpoint(path: str, map_location='cpu') -> Dict[str, Any]:
             f'{path}: not a pyg_degreembed checkpoint of a format this '
             f'version reads ({", ".join(map(str, READABLE_FORMATS))}; '
             f'found {found!r})')
+    digest = payload.pop('digest', None)
+    if payload['format'] >= 3:
+        if digest is None:
+            raise CheckpointError(f'{path}: incomplete checkpoint (missing '
+                                  'digest)')
+        if digest != payload_digest(payload):
+            raise CheckpointError(
+                f'{path}: damaged: its content does not match the digest '
+                'written with it (the file was corrupted or edited after it '
+                'was written); use another copy or train again')
     missing = [key for key in ('model', 'kg', 'state') if key not in payload]
     missing += [f'state.{key}' for key in STATE_KEYS
                 if key not in payload.get('state', {})]
@@ -210,9 +266,18 @@ def load_model(path: str, dataset: Optional[str] = None,
     :rtype: (:class:`~pyg_degreembed.RuleReasoner` with the best weights,
         in eval mode, :class:`~torch_geometric.data.Data`)
     """
+    return model_and_data(load_checkpoint(path), path, dataset, device,
+                          graph)
+
+
+def model_and_data(payload: Dict[str, Any], path: str,
+                   dataset: Optional[str] = None,
+                   device: Union[str, torch.device] = 'cpu',
+                   graph: Optional[str] = None):
+    r""":func:`load_model` for a checkpoint already read from :obj:`path`
+    (:func:`load_checkpoint`)."""
     from .convert import align_relations
     from .datasets import load_dataset
-    payload = load_checkpoint(path)
     if graph is not None:
         if dataset is not None:
             raise CheckpointError('give the training KG (dataset) or '

@@ -19,7 +19,9 @@ A failure exits with status 2 and one line :obj:`error: ...` on stderr.
 import argparse
 import inspect
 import os
+import signal
 import sys
+import threading
 import time
 from typing import List, Optional
 
@@ -27,11 +29,13 @@ import torch
 from torch_geometric import seed_everything
 
 from .applied_rules import AppliedRules
+from .applied_rules import check_mining
+from .budget import PARAMETER_COPIES, check_memory, parameter_bytes
 from .checkpoint import (SCORERS, CheckpointError, load_checkpoint,
-                         load_model, save_checkpoint, save_json,
+                         model_and_data, save_checkpoint, save_json,
                          scorer_from_checkpoint)
-from .files import check_writable
-from .datasets import load_dataset
+from .datasets import BUNDLED, dataset_path, load_dataset
+from .files import check_output, input_files
 from .distributed import init_from_env, world
 from .evaluation import SAMPLED, TIE_POLICIES, compute_ranks
 from .explain import explain
@@ -64,19 +68,49 @@ class _Parser(argparse.ArgumentParser):
         sys.exit(2)
 
 
+class _Terminated(Exception):
+    r"""SIGTERM, raised in the main thread so that locks and temporary
+    files are released on the way out."""
+
+
+def _terminate(signum, frame):
+    raise _Terminated()
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     retain_freed_memory()
+    previous = signal.signal(signal.SIGTERM, _terminate) \
+        if threading.current_thread() is threading.main_thread() else None
     try:
         args.handler(args)
     except (CLIError, CheckpointError, KGFormatError, OSError,
             ValueError) as e:
         print(f'error: {e}', file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print('error: interrupted', file=sys.stderr)
-        return 130
+    except MemoryError:
+        print('error: out of memory (the machine has too little for this '
+              'setting: try a smaller --batch-size, --dim or --steps)',
+              file=sys.stderr)
+        return 2
+    except (KeyboardInterrupt, _Terminated) as e:
+        what = 'interrupted' if isinstance(e, KeyboardInterrupt) else \
+            'terminated (SIGTERM)'
+        print(f'error: {what}', file=sys.stderr)
+        return 130 if isinstance(e, KeyboardInterrupt) else 143
+    except Exception as e:  # a bug: still one line, the traceback on demand
+        if os.environ.get('PYG_DEGREEMBED_TRACEBACK'):
+            raise
+        message = str(e).strip().splitlines()
+        print(f'error: internal error ({type(e).__name__}'
+              f'{": " + message[0] if message else ""}); run with '
+              'PYG_DEGREEMBED_TRACEBACK=1 for the traceback and please '
+              'report it', file=sys.stderr)
+        return 1
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
     return 0
 
 
@@ -139,6 +173,13 @@ def build_parser() -> argparse.ArgumentParser:
                    'checkpoints written before this option were trained)')
     p.add_argument('--loss', default=fit_default['loss'],
                    choices=['nll', 'bce'], help='training loss')
+    p.add_argument('--max-steps', type=int, default=None,
+                   help='end training after this many optimisation steps '
+                   'in all (None: no limit); the best weights so far are '
+                   'kept and --resume goes on')
+    p.add_argument('--time-budget', type=float, default=None,
+                   help='end training after this many seconds (None: no '
+                   'limit); as --max-steps')
     p.add_argument('--seed', type=int, default=fit_default['seed'],
                    help='seed of the initialisation and the shuffling')
     p.add_argument('--device', default='cpu', help='cpu, cuda, cuda:1, ...')
@@ -309,12 +350,17 @@ def cmd_train(args):
     if os.path.abspath(json_path) == os.path.abspath(checkpoint):
         raise CLIError(f'the metrics file would overwrite the checkpoint '
                        f'{checkpoint}; give --json another path')
-    for path, what in ((checkpoint, 'checkpoint'), (json_path, 'metrics')):
-        check_writable(path, what)
+    source = dataset_path(args.dataset)
+    inputs = input_files(source)
+    check_output(checkpoint, 'checkpoint', 'checkpoint', inputs)
+    check_output(json_path, 'metrics', 'json', inputs)
     if os.path.exists(checkpoint) and not args.resume and \
             not args.overwrite:
         raise CLIError(f'{checkpoint} exists; add --resume to continue it '
                        'or --overwrite to replace it')
+    if source == args.dataset and args.dataset in BUNDLED and process == 0:
+        print(f'dataset: {os.path.abspath(source)} (a path that exists comes '
+              f'before the bundled {args.dataset})')
     data = load_dataset(args.dataset)
     if args.steps == 'auto':
         shares = reach_shares(data)
@@ -328,11 +374,20 @@ def cmd_train(args):
                   embedding_dim=args.dim, hidden_channels=args.dim,
                   recompute=args.recompute)
     config.update(fixed)
+    check_memory(PARAMETER_COPIES * parameter_bytes(
+        lambda: cls(data.num_relations, **config)),
+        f'A model with --dim {args.dim} and --rank {args.rank}')
+    mine = _mining_plan(args, data, process)
     seed_everything(args.seed)
     model = cls(data.num_relations, **config)
     if process == 0:
         print(f'{data.num_nodes} entities, {data.num_relations} relations, '
               f'{data.train_edge_type.numel()} training triples; {model}')
+        for split in ('valid', 'test'):
+            if data[f'{split}_edge_type'].numel() == 0:
+                print(f'no {split} triples: ' + (
+                    'training runs all epochs and keeps the last weights'
+                    if split == 'valid' else 'no test metrics'))
     result = fit(
         model, data, epochs=args.epochs, batch_size=args.batch_size,
         lr=args.lr, edge_weight_lr=args.edge_weight_lr,
@@ -341,19 +396,24 @@ def cmd_train(args):
         device=device, progress=not args.no_progress,
         progress_interval=args.progress_interval, checkpoint=checkpoint,
         resume=args.resume, overwrite=args.overwrite,
-        allow_config_change=args.allow_config_change)
+        allow_config_change=args.allow_config_change,
+        max_steps=args.max_steps, time_budget=args.time_budget)
     scorer = model
-    if args.scorer != 'model':
+    if mine:
         start = time.perf_counter()
         applied = AppliedRules.mine(data, args.steps,
                                     tie_break=model).to(device)
         seconds = time.perf_counter() - start
         choice = args.scorer
-        if choice == 'auto':
+        if choice == 'auto' and data.valid_edge_type.numel() == 0:
+            choice, why = 'rules', 'no validation triples to choose on'
+        elif choice == 'auto':
             # The better on validation (realistic ties), the model's
             # measured as fit measured it.
             valid = compute_ranks(applied, data, 'valid').metrics()['mrr']
             choice = 'rules' if valid >= result.best_valid_mrr else 'model'
+            why = (f'validation MRR: applied rules {valid:.4f}, model '
+                   f'{result.best_valid_mrr:.4f}')
         if choice == 'rules':
             scorer = applied
         if process == 0:
@@ -361,24 +421,41 @@ def cmd_train(args):
                   f'length <= {args.steps} and answer-type rules, the model '
                   f'as tie-break ({seconds:.1f}s)')
             if args.scorer == 'auto':
-                print(f'scorer: {choice} (validation MRR: applied rules '
-                      f'{valid:.4f}, model {result.best_valid_mrr:.4f})')
+                print(f'scorer: {choice} ({why})')
             payload = load_checkpoint(checkpoint)
             payload['rules'] = applied.to_payload()
             payload['scorer'] = choice
             save_checkpoint(checkpoint, payload)
     if process == 0:
         print(f'checkpoint: {checkpoint}')
-    _report(scorer, data, 'test', json_path, quiet=process != 0,
-            progress=not args.no_progress)
+    if data.test_edge_type.numel() > 0:
+        _report(scorer, data, 'test', json_path, quiet=process != 0,
+                progress=not args.no_progress)
+
+
+def _mining_plan(args, data, process: int) -> bool:
+    # Whether train mines applied rules: checked before training, so that a
+    # rule length too long to mine is said (or refused, --scorer rules)
+    # before the work.
+    if args.scorer == 'model':
+        return False
+    try:
+        check_mining(data, args.steps)
+    except ValueError as e:
+        if args.scorer == 'rules':
+            raise CLIError(f'--scorer rules: {e}') from None
+        if process == 0:
+            print(f'applied rules: not mined ({e}); the model ranks')
+        return False
+    return True
 
 
 def cmd_evaluate(args):
-    if args.json:
-        check_writable(args.json, 'metrics')
-    model, data = _load(args)
-    scorer = scorer_from_checkpoint(load_checkpoint(args.checkpoint), model,
-                                    args.scorer)
+    payload, model, data = _load(args, [(args.json, 'metrics', 'json')])
+    if data[f'{args.split}_edge_type'].numel() == 0:
+        raise CLIError(f'the {args.split} split of {data.source} is empty: '
+                       'nothing to evaluate')
+    scorer = scorer_from_checkpoint(payload, model, args.scorer)
     if scorer is not model:
         print('scorer: the applied rules, the model as tie-break '
               '(--scorer model: the model alone)')
@@ -386,7 +463,7 @@ def cmd_evaluate(args):
 
 
 def cmd_predict(args):
-    model, data = _load(args)
+    _, model, data = _load(args)
     head = _entity(data, args.head)
     relation = _relation(data, args.relation)
     if args.k < 0:
@@ -414,13 +491,13 @@ def cmd_predict(args):
 
 
 def cmd_rules(args):
-    model, data = _load(args)
     if args.k < 0:
         raise CLIError(f'--k must be at least 0, got {args.k}')
+    payload, model, data = _load(args, [(args.json, 'rules', 'json')])
     relation = None if args.relation is None else \
         _relation(data, args.relation)
     if args.applied:
-        return _applied_rules(args, model, data, relation)
+        return _applied_rules(args, payload, model, data, relation)
     rules = model.rules(relation, args.k, inverse=not args.no_inverse,
                         data=data, confidence=args.confidence)
     out = []
@@ -437,9 +514,8 @@ def cmd_rules(args):
         save_json(args.json, out)
 
 
-def _applied_rules(args, model, data, relation):
-    applied = scorer_from_checkpoint(load_checkpoint(args.checkpoint), model,
-                                     'rules')
+def _applied_rules(args, payload, model, data, relation):
+    applied = scorer_from_checkpoint(payload, model, 'rules')
     relations = [relation] if relation is not None else range(
         data.num_relations * (1 if args.no_inverse else 2))
     out = []
@@ -458,7 +534,7 @@ def _applied_rules(args, model, data, relation):
 def cmd_explain(args):
     if args.k < 0:
         raise CLIError(f'--k must be at least 0, got {args.k}')
-    model, data = _load(args)
+    payload, model, data = _load(args, [(args.plot, 'plot', 'png')])
     head, tail = _entity(data, args.head), _entity(data, args.tail)
     relation = _relation(data, args.relation)
     result = explain(model, data, head, relation, tail,
@@ -472,7 +548,6 @@ def cmd_explain(args):
     rest = len(result.paths) - args.k
     if rest > 0:
         print(f'  ... and {rest} more paths')
-    payload = load_checkpoint(args.checkpoint)
     if payload.get('rules') is not None:
         applied = scorer_from_checkpoint(payload, model, 'rules')
         rules, answer_type = applied.explain(data, head, relation, tail)
@@ -495,6 +570,9 @@ def cmd_explain(args):
 def cmd_saturation(args):
     if args.top < 0:
         raise CLIError(f'--top must be at least 0, got {args.top}')
+    if args.json:
+        check_output(args.json, 'saturation values', 'json',
+                     input_files(dataset_path(args.dataset)))
     data = load_dataset(args.dataset)
     relations = None if args.relation is None else \
         [_relation(data, args.relation)]
@@ -515,17 +593,32 @@ def cmd_plot(args):
     from .plot import plot_entity_embedding
     if args.top < 0:
         raise CLIError(f'--top must be at least 0, got {args.top}')
-    check_writable(args.out, 'plot')
-    model, data = _load(args)
+    _, model, data = _load(args, [(args.out, 'plot', 'png')])
     plot_entity_embedding(model, data, args.out,
                           top=args.top,
                           relation_names=list(data.relation_names))
     print(f'plot: {args.out}')
 
 
-def _load(args):
-    return load_model(args.checkpoint, args.dataset, _device(args.device),
-                      graph=args.graph)
+def _load(args, outputs=()):
+    # The checkpoint, its model and the KG to reason on; the command's
+    # output files (path, what, kind; path None: none) are checked against
+    # its inputs before the KG is read.
+    device = _device(args.device)
+    payload = load_checkpoint(args.checkpoint)
+    source = args.graph or args.dataset or payload['kg'].get('source')
+    inputs = [args.checkpoint]
+    if source is not None:
+        try:
+            inputs += input_files(dataset_path(source))
+        except FileNotFoundError:
+            pass  # model_and_data says so
+    for path, what, kind in outputs:
+        if path is not None:
+            check_output(path, what, kind, inputs)
+    model, data = model_and_data(payload, args.checkpoint, args.dataset,
+                                 device, graph=args.graph)
+    return payload, model, data
 
 
 def _device(name: str) -> torch.device:

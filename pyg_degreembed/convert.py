@@ -53,8 +53,7 @@ def from_edge_index(
         raise ValueError("The training triples are 'edge_index' and "
                          "'edge_type'; 'splits' may hold facts, valid, test")
     splits['train'] = torch.stack([edge_index[0], edge_type, edge_index[1]])
-    splits = {s: torch.as_tensor(t, dtype=torch.long)
-              for s, t in splits.items()}
+    splits = {s: index_tensor(t, f'{s} triples') for s, t in splits.items()}
     for split, triples in splits.items():
         check_shape(split, triples)
     everything = torch.cat(list(splits.values()), dim=1)

@@ -1,8 +1,10 @@
 r"""The benchmark knowledge graphs of Neural LP, DRUM and DegreEmbed."""
 import os.path as osp
 import urllib.error
+import warnings
 from typing import Callable, List, Optional
 
+import torch
 from torch_geometric.data import Data, InMemoryDataset, download_url
 
 from .io import load_neural_lp, load_triples_file
@@ -22,26 +24,53 @@ def bundled_path(name: str) -> str:
     return osp.join(osp.dirname(osp.abspath(__file__)), 'data', name)
 
 
-def load_dataset(spec: str) -> Data:
-    r"""Loads a KG named by :obj:`spec`: a bundled dataset
-    (:obj:`"family"`, :obj:`"kinship"`, :obj:`"umls"`), a Neural-LP folder
-    or a single triples file (:func:`~pyg_degreembed.io.load_triples_file`
-    with its default split).  The result records :obj:`spec` as
-    :obj:`data.source`."""
+def dataset_path(spec: str) -> str:
+    r"""The folder or file :func:`load_dataset` reads for :obj:`spec`: a
+    path that exists, else the bundled dataset of that name.  A path that
+    exists comes first, so :obj:`"family"` in a folder that holds a
+    :obj:`family` folder names that folder (:obj:`pyg-degreembed` says
+    so)."""
+    if osp.exists(spec):
+        return spec
     if spec in BUNDLED:
-        data = load_neural_lp(bundled_path(spec))
-    elif osp.isdir(spec):
-        data = load_neural_lp(spec)
-        spec = osp.abspath(spec)
-    elif osp.isfile(spec):
-        data = load_triples_file(spec)
-        spec = osp.abspath(spec)
+        return bundled_path(spec)
+    raise FileNotFoundError(
+        f"{spec!r} is neither a bundled dataset ({', '.join(BUNDLED)}) nor "
+        'a folder nor a file')
+
+
+def load_dataset(spec: str) -> Data:
+    r"""Loads a KG named by :obj:`spec`: a Neural-LP folder, a single
+    triples file (:func:`~pyg_degreembed.io.load_triples_file` with its
+    default split) or a bundled dataset (:obj:`"family"`,
+    :obj:`"kinship"`, :obj:`"umls"`); see :func:`dataset_path`.  The result
+    records :obj:`spec` (a path made absolute) as :obj:`data.source`."""
+    path = dataset_path(spec)
+    if osp.isdir(path):
+        data = load_neural_lp(path)
     else:
-        raise FileNotFoundError(
-            f"{spec!r} is neither a bundled dataset ({', '.join(BUNDLED)}) "
-            'nor a folder nor a file')
-    data.source = spec
+        data = load_triples_file(path)
+    data.source = spec if path != spec else osp.abspath(spec)
     return data
+
+
+def _load_plain(path: str):
+    # torch.load(weights_only=True), and a one-line error naming the file
+    # for anything else (a file whose unpickling could run code included).
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter('ignore')
+            return torch.load(path, weights_only=True)
+    except Exception as e:  # unpickling errors come in many types
+        lines = str(e).strip().splitlines()
+        reason = lines[0] if lines else type(e).__name__
+        if 'GLOBAL' in str(e):
+            reason = ('it holds Python objects that are not tensors or '
+                      'plain data; loading them could run code')
+        raise ValueError(f'{path}: refused: not a processed dataset of this '
+                         f'library ({reason}); delete it, or pass '
+                         'force_reload=True to process the raw files '
+                         'again') from None
 
 
 class KGBenchmark(InMemoryDataset):
@@ -135,6 +164,28 @@ class KGBenchmark(InMemoryDataset):
         if self.pre_transform is not None:
             data = self.pre_transform(data)
         self.save([data], self.processed_paths[0])
+
+    def _process(self):
+        # PyG reads these two files back with weights_only=False: they must
+        # pass the safe loader first.
+        for name in ('pre_transform.pt', 'pre_filter.pt'):
+            path = osp.join(self.processed_dir, name)
+            if not self.force_reload and osp.exists(path):
+                _load_plain(path)
+        super()._process()
+
+    def load(self, path: str, data_cls=Data):
+        r"""Reads the processed file with :obj:`weights_only=True` only: a
+        file that holds anything but tensors and plain data is refused,
+        never run (PyG's loader falls back to full unpickling)."""
+        out = _load_plain(path)
+        try:
+            data, self.slices, data_cls = out
+            self.data = data_cls.from_dict(data)
+        except (TypeError, ValueError, AttributeError) as e:
+            raise ValueError(f'{path}: refused: not a processed dataset of '
+                             f'this library ({e}); delete it, or pass '
+                             'force_reload=True') from None
 
     def __repr__(self) -> str:
         return f'{self.__class__.__name__}({self.name})'

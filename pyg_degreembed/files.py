@@ -5,7 +5,12 @@ import glob
 import os
 import tempfile
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Sequence
+
+try:
+    import fcntl
+except ImportError:  # Windows
+    fcntl = None
 
 
 class FileError(ValueError):
@@ -66,17 +71,65 @@ def check_writable(path: str, what: str = 'file'):
                         'read-only')
 
 
+#: The first bytes of each kind of file the library writes, to recognise
+#: an existing file before it is replaced.
+_SIGNATURES = {'checkpoint': (b'PK\x03\x04', ), 'png': (b'\x89PNG', ),
+               'json': (b'{', b'[')}
+
+
+def _looks_like(path: str, kind: str) -> bool:
+    try:
+        with open(path, 'rb') as f:
+            start = f.read(4096).lstrip()
+    except OSError:
+        return True  # check_writable reports what is wrong
+    return not start or start.startswith(_SIGNATURES[kind])
+
+
+def input_files(spec: str) -> list:
+    r"""The files a command reads for :obj:`spec` (a file, or every file of
+    a folder), for :func:`check_output`."""
+    if os.path.isdir(spec):
+        return [os.path.join(spec, name) for name in os.listdir(spec)]
+    return [spec] if os.path.isfile(spec) else []
+
+
+def check_output(path: str, what: str, kind: str,
+                 inputs: Sequence[str] = ()):
+    r"""Refuses, before any work, an output :obj:`path` that
+    :func:`check_writable` refuses, that is one of the command's
+    :obj:`inputs` (files; a symbolic link or another name of the same file
+    counts), or that exists as a file of another kind than :obj:`kind`
+    (:obj:`"checkpoint"`, :obj:`"json"` or :obj:`"png"`, recognised by
+    their first bytes; an empty file counts as any kind)."""
+    check_writable(path, what)
+    for other in inputs:
+        if os.path.exists(path) and os.path.exists(other) and \
+                os.path.samefile(path, other) or \
+                os.path.realpath(path) == os.path.realpath(other):
+            raise FileError(f'{path}: is an input of this command ({other}); '
+                            f'the {what} would replace it: give another '
+                            'path')
+    if os.path.isfile(path) and not _looks_like(path, kind):
+        raise FileError(f'{path}: exists and is not a {kind} file; the '
+                        f'{what} would replace it: give another path (or '
+                        'delete the file first)')
+
+
 def atomic_write(path: str, write: Callable[[Any], None],
                  binary: bool = True):
     r"""Calls :obj:`write(file)` on a temporary file in the folder of
     :obj:`path`, then renames it to :obj:`path`: readers see the old file
     or the new one, never a half-written one.  The temporary file's name
     holds the writer's process id; the temporaries of writers that were
-    killed are removed first (:func:`remove_stale_temporaries`).  A failed
+    killed are removed first (:func:`remove_stale_temporaries`).  Where
+    :obj:`path` is a symbolic link, the file it points to is replaced (the
+    link stays).  A failed
     write (disk full, permissions) raises :class:`FileError` and keeps the
     old file."""
     check_writable(path)
-    folder = os.path.dirname(os.path.abspath(path))
+    path = os.path.realpath(path)  # a symbolic link: replace its target
+    folder = os.path.dirname(path)
     try:
         os.makedirs(folder, exist_ok=True)
         remove_stale_temporaries(path)
@@ -105,37 +158,70 @@ def atomic_write(path: str, write: Callable[[Any], None],
 
 @contextmanager
 def exclusive(path: str) -> Iterator[None]:
-    r"""Holds the lock file :obj:`path + ".lock"` (created exclusively,
-    holding the process id) while the block runs, so that two processes
-    never write :obj:`path` at once.  A lock left by a process that no
-    longer runs is taken over."""
-    lock = path + '.lock'
-    check_writable(lock, 'lock file')
-    os.makedirs(os.path.dirname(os.path.abspath(lock)), exist_ok=True)
-    for _ in range(2):
+    r"""Holds the lock file :obj:`path + ".lock"` while the block runs, so
+    that two processes never write :obj:`path` at once.
+
+    The lock is the operating system's (:func:`fcntl.flock`; on systems
+    without it :class:`filelock.FileLock`): taking it is atomic, and the
+    system releases it when its process ends, however it ends, so a lock
+    left by a killed process is never a held lock.  The holder writes its
+    process id into the file (for the message another process gets) and
+    removes the file before it releases the lock; a taker checks that the
+    file it locked is still the one at the path, so removing it never lets
+    two processes hold the lock."""
+    lock_path = path + '.lock'
+    check_writable(lock_path, 'lock file')
+    os.makedirs(os.path.dirname(os.path.abspath(lock_path)), exist_ok=True)
+    if fcntl is None:
+        with _portable_lock(path, lock_path):
+            yield
+        return
+    while True:
+        fd = os.open(lock_path, os.O_CREAT | os.O_RDWR, 0o644)
         try:
-            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-            break
-        except FileExistsError:
-            try:
-                pid = int(open(lock).read().strip() or 0)
-            except (OSError, ValueError):
-                pid = 0
-            if pid and pid != os.getpid() and _alive(pid):
-                raise FileError(f'{path}: another process (pid {pid}) is '
-                                f'writing it (lock file {lock})') from None
-            try:
-                os.remove(lock)  # left by a dead process
-            except FileNotFoundError:
-                pass
-    else:
-        raise FileError(f'{path}: cannot take the lock file {lock}')
-    with os.fdopen(fd, 'w') as f:
-        f.write(str(os.getpid()))
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            _held_by_another(path, lock_path)
+        try:
+            if os.stat(lock_path).st_ino == os.fstat(fd).st_ino:
+                break  # the file at the path, locked
+        except FileNotFoundError:
+            pass
+        os.close(fd)  # its holder removed it meanwhile: take the new one
     try:
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
         yield
     finally:
         try:
-            os.remove(lock)
+            os.remove(lock_path)
         except FileNotFoundError:
             pass
+        os.close(fd)  # releases the lock
+
+
+def _held_by_another(path: str, lock_path: str):
+    try:
+        with open(lock_path) as f:
+            pid = f.read().strip()
+    except OSError:
+        pid = ''
+    who = f'another process (pid {pid})' if pid.isdigit() else \
+        'another process'
+    raise FileError(f'{path}: {who} is writing it (lock file {lock_path})')
+
+
+@contextmanager
+def _portable_lock(path: str, lock_path: str) -> Iterator[None]:
+    # Where fcntl is missing (Windows): filelock's lock (the file stays).
+    from filelock import FileLock, Timeout
+    lock = FileLock(lock_path, timeout=0)
+    try:
+        lock.acquire()
+    except Timeout:
+        _held_by_another(path, lock_path)
+    try:
+        yield
+    finally:
+        lock.release()

@@ -31,7 +31,8 @@ the file and line:
 import csv
 import os
 import os.path as osp
-from typing import Dict, List, Optional, Sequence, Tuple
+from array import array
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 import torch
 from torch import Tensor
@@ -56,45 +57,69 @@ class KGFormatError(ValueError):
         super().__init__(f'{where}: {problem}')
 
 
-def read_lines(path: str) -> List[str]:
-    r"""Reads a UTF-8 text file into lines, without line ends; drops blank
-    lines at the end, rejects other blank lines and undecodable bytes with
-    the file and line number."""
+#: The longest line read (bytes): a longer one is an error, not a read of
+#: the whole file into memory.
+MAX_LINE_BYTES = 1 << 20
+
+
+def read_lines(path: str) -> Iterator[Tuple[int, str]]:
+    r"""Streams a UTF-8 text file as :obj:`(line number, text)` without line
+    ends, checking each line as it is read (memory does not grow with the
+    file): blank lines at the end are dropped, other blank lines, bytes
+    that are not UTF-8, a byte-order mark after the start of the file and
+    lines over :obj:`MAX_LINE_BYTES` are rejected with the file and line
+    number."""
     if not osp.isfile(path):
         raise KGFormatError(path, 0, 'file not found')
     try:
-        with open(path, 'rb') as f:
-            raw = f.read()
+        f = open(path, 'rb')
     except OSError as e:
         raise KGFormatError(path, 0, f'cannot read the file '
                             f'({e.strerror or e})') from None
-    if raw.startswith(b'\xef\xbb\xbf'):
-        raw = raw[3:]
-    lines = raw.split(b'\n')
-    while lines and not lines[-1].strip():
-        lines.pop()  # the final newline and trailing blank lines
-    out = []
-    for i, line in enumerate(lines, start=1):
-        if line.endswith(b'\r'):
-            line = line[:-1]
-        try:
-            text = line.decode('utf-8')
-        except UnicodeDecodeError as e:
-            raise KGFormatError(path, i, f'not valid UTF-8 ({e.reason} at '
-                                f'byte {e.start} of the line)') from None
-        if not text.strip():
-            raise KGFormatError(path, i, 'blank line')
-        out.append(text)
-    return out
+    with f:
+        blank = 0  # the first of the blank lines just read
+        i = 0
+        while True:
+            try:
+                line = f.readline(MAX_LINE_BYTES + 1)
+            except OSError as e:
+                raise KGFormatError(path, i + 1, f'cannot read the file '
+                                    f'({e.strerror or e})') from None
+            if not line:
+                return  # blank lines at the end are accepted
+            i += 1
+            if len(line) > MAX_LINE_BYTES and not line.endswith(b'\n'):
+                raise KGFormatError(path, i, f'line longer than '
+                                    f'{MAX_LINE_BYTES} bytes (not a triples '
+                                    'file?)')
+            if i == 1 and line.startswith(b'\xef\xbb\xbf'):
+                line = line[3:]
+            line = line.rstrip(b'\n')
+            if line.endswith(b'\r'):
+                line = line[:-1]
+            try:
+                text = line.decode('utf-8')
+            except UnicodeDecodeError as e:
+                raise KGFormatError(path, i, f'not valid UTF-8 ({e.reason} '
+                                    f'at byte {e.start} of the line)') \
+                    from None
+            if not text.strip():
+                blank = blank or i
+                continue
+            if blank:
+                raise KGFormatError(path, blank, 'blank line')
+            if '\ufeff' in text:
+                raise KGFormatError(path, i, 'byte-order mark (U+FEFF) '
+                                    'inside the file: files joined with '
+                                    'their marks?')
+            yield i, text
 
 
 def read_names(path: str, kind: str) -> List[str]:
     r"""Reads :obj:`entities.txt` or :obj:`relations.txt`."""
-    names = read_lines(path)
-    if not names:
-        raise KGFormatError(path, 0, f'empty file: no {kind} names')
+    names = []
     seen: Dict[str, int] = {}
-    for i, name in enumerate(names, start=1):
+    for i, name in read_lines(path):
         if '\t' in name:
             raise KGFormatError(path, i, f'{kind} name contains a tab')
         check_name(path, i, name, kind)
@@ -103,6 +128,9 @@ def read_names(path: str, kind: str) -> List[str]:
                 path, i, f'duplicate {kind} name {name!r} (first on line '
                 f'{seen[name]})')
         seen[name] = i
+        names.append(name)
+    if not names:
+        raise KGFormatError(path, 0, f'empty file: no {kind} names')
     return names
 
 
@@ -125,8 +153,8 @@ def read_triples(path: str, entity_ids: Dict[str, int],
     relation, tail), and the line number of each triple.  With
     :obj:`new_names`, a name not in :obj:`entity_ids`/:obj:`relation_ids`
     is added to it with the next id, else it is an error."""
-    rows, line_numbers = [], []
-    for i, line in enumerate(read_lines(path), start=1):
+    rows, line_numbers = array('q'), array('q')
+    for i, line in read_lines(path):
         fields = line.split('\t')
         if len(fields) != 3:
             raise KGFormatError(
@@ -145,10 +173,39 @@ def read_triples(path: str, entity_ids: Dict[str, int],
                 raise KGFormatError(
                     path, i, f'unknown {kind} {name!r} (not in '
                     f"{'entities' if kind == 'entity' else 'relations'}.txt)")
-        rows.append((entity_ids[head], relation_ids[rel], entity_ids[tail]))
+        rows.extend((entity_ids[head], relation_ids[rel], entity_ids[tail]))
         line_numbers.append(i)
-    triples = torch.tensor(rows, dtype=torch.long).view(-1, 3).t()
-    return triples.contiguous(), line_numbers
+    triples = torch.frombuffer(rows, dtype=torch.long) if rows else \
+        torch.empty(0, dtype=torch.long)
+    return triples.view(-1, 3).t().contiguous(), line_numbers.tolist()
+
+
+def _field_splitter(path: str, first_line: str, delimiter: Optional[str]):
+    # How the lines of a triples file split into fields, from its name or
+    # its first line; and the separator's name for messages.
+    if delimiter is None:
+        if path.endswith('.tsv'):
+            delimiter = '\t'
+        elif path.endswith('.csv'):
+            delimiter = ','
+        else:
+            delimiter = '\t' if '\t' in first_line else \
+                ',' if ',' in first_line else ' '
+    separator = {'\t': 'tabs', ',': 'commas', ' ': 'whitespace'}.get(
+        delimiter, repr(delimiter))
+
+    def split(path: str, i: int, line: str) -> List[str]:
+        if delimiter == ' ':
+            return line.split()
+        if delimiter != ',':
+            return line.split(delimiter)
+        try:  # CSV quoting; a space after a comma is not part of a field
+            return next(csv.reader([line], delimiter=delimiter,
+                                   skipinitialspace=True))
+        except csv.Error as e:
+            raise KGFormatError(path, i, f'not a CSV line ({e})') from None
+
+    return split, separator
 
 
 def load_neural_lp(folder: str) -> Data:
@@ -213,7 +270,8 @@ def load_triples_file(path: str,
 
     Entities and relations get ids in order of first appearance.  The same
     checks as for :func:`load_neural_lp` apply (encoding, blank lines, field
-    count, duplicate triples, :obj:`inv_` relation names), each naming the
+    count, duplicate triples, names with leading or trailing spaces,
+    :obj:`inv_` relation names), each naming the
     file and line.  A first line that is a header (:obj:`head relation
     tail`, :obj:`subject predicate object`, :obj:`source relation target`,
     :obj:`h r t`, :obj:`s p o`, any case) is skipped.
@@ -234,45 +292,26 @@ def load_triples_file(path: str,
             abs(sum(fractions) - 1) > 1e-6:
         raise ValueError(f"'fractions' must be four shares (facts, train, "
                          f"valid, test) summing to 1, got {list(fractions)}")
-    lines = read_lines(path)
-    if not lines:
-        raise KGFormatError(path, 0, 'empty file: no triples')
-    if delimiter is None:
-        if path.endswith('.tsv'):
-            delimiter = '\t'
-        elif path.endswith('.csv'):
-            delimiter = ','
-        else:
-            delimiter = '\t' if '\t' in lines[0] else \
-                ',' if ',' in lines[0] else ' '
-    if delimiter == ',':
-        rows = []
-        for i, line in enumerate(lines, start=1):
-            try:
-                rows.extend(csv.reader([line], delimiter=delimiter))
-            except csv.Error as e:
-                raise KGFormatError(path, i, f'not a CSV line ({e})') \
-                    from None
-    elif delimiter == ' ':
-        rows = [line.split() for line in lines]
-    else:
-        rows = [line.split(delimiter) for line in lines]
-    separator = {'\t': 'tabs', ',': 'commas', ' ': 'whitespace'}.get(
-        delimiter, repr(delimiter))
-
     entity_ids: Dict[str, int] = {}
     relation_ids: Dict[str, int] = {}
-    triples, first_seen = [], {}
-    first = 2 if tuple(f.strip().lower() for f in rows[0]) in HEADERS else 1
-    for i, fields in enumerate(rows[first - 1:], start=first):
+    triples, first_seen = array('q'), {}
+    split = None
+    for i, line in read_lines(path):
+        if split is None:  # the first line decides the separator
+            split, separator = _field_splitter(path, line, delimiter)
+            fields = split(path, i, line)
+            if tuple(f.strip().lower() for f in fields) in HEADERS:
+                continue
+        fields = split(path, i, line)
         if len(fields) != 3:
             raise KGFormatError(
                 path, i, f'expected 3 fields separated by {separator} '
                 f'(head, relation, tail), got {len(fields)}')
-        head, rel, tail = (f.strip() for f in fields)
-        if not head or not rel or not tail:
+        if not all(fields):
             raise KGFormatError(path, i, 'empty field')
-        check_name(path, i, rel, 'relation')
+        for name, kind in zip(fields, ('entity', 'relation', 'entity')):
+            check_name(path, i, name, kind)
+        head, rel, tail = fields
         triple = (entity_ids.setdefault(head, len(entity_ids)),
                   relation_ids.setdefault(rel, len(relation_ids)),
                   entity_ids.setdefault(tail, len(entity_ids)))
@@ -280,11 +319,13 @@ def load_triples_file(path: str,
             raise KGFormatError(path, i, f'duplicate triple (first on line '
                                 f'{first_seen[triple]})')
         first_seen[triple] = i
-        triples.append(triple)
+        triples.extend(triple)
+    if split is None:
+        raise KGFormatError(path, 0, 'empty file: no triples')
     if not triples:
         raise KGFormatError(path, 0, 'no triples (only a header)')
 
-    triples = torch.tensor(triples, dtype=torch.long).t()
+    triples = torch.frombuffer(triples, dtype=torch.long).view(-1, 3).t()
     perm = torch.randperm(triples.size(1),
                           generator=torch.Generator().manual_seed(seed))
     bounds = [round(sum(fractions[:i + 1]) * triples.size(1))

@@ -26,9 +26,11 @@ GRAPH_SPLITS = ('facts', 'train')
 
 
 def check_positive_ints(**values):
-    r"""Refuses any argument that is not a positive :obj:`int`, naming it."""
+    r"""Refuses any argument that is not a positive :obj:`int` (a
+    :obj:`bool` is not one), naming it."""
     for name, value in values.items():
-        if not isinstance(value, int) or value < 1:
+        if not isinstance(value, int) or isinstance(value, bool) or \
+                value < 1:
             raise ValueError(f"'{name}' must be a positive integer, got "
                              f'{value!r}')
 
@@ -113,8 +115,8 @@ def kg_data(
         raise ValueError(f"Unknown split name(s) {sorted(unknown)}; "
                          f"expected a subset of {SPLITS}")
     splits = {
-        split: torch.as_tensor(splits.get(split, torch.empty(3, 0)),
-                               dtype=torch.long)
+        split: index_tensor(splits[split], f'{split} triples')
+        if split in splits else torch.empty(3, 0, dtype=torch.long)
         for split in SPLITS
     }
     check_triples(splits, num_nodes, num_relations)
@@ -184,6 +186,9 @@ def check_triples(splits: Dict[str, Tensor], num_nodes: int,
 def split_triples(data: Data, split: str) -> Tensor:
     r"""Returns the triples of :obj:`split` as a :obj:`[3, n]` tensor of rows
     (head, relation, tail)."""
+    if split not in SPLITS:
+        raise ValueError(f"Unknown split {split!r}; the splits are "
+                         f"{', '.join(SPLITS)}")
     edge_index = data[f'{split}_edge_index']
     return torch.stack([edge_index[0], data[f'{split}_edge_type'],
                         edge_index[1]])

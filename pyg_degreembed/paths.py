@@ -12,6 +12,7 @@ from typing import Iterator, List, Optional, Tuple
 import torch
 from torch import Tensor
 
+from .budget import ResourceError, check_memory
 from .kg import query_edges
 from .ragged import ragged_arange
 from .typed_graph import SourceWeights, TypedGraph
@@ -48,6 +49,8 @@ def expand_paths(graph: TypedGraph, start: Tensor, num_steps: int,
             reachable in exactly :math:`l` steps. (default: :obj:`True`)
     """
     N, K = graph.num_nodes, graph.num_edge_types
+    if by_pattern:
+        check_pattern_keys(K, num_steps, start.numel() * N)
     walk = torch.arange(start.numel(), device=start.device)
     node = start
     pattern = torch.zeros_like(start)
@@ -55,6 +58,8 @@ def expand_paths(graph: TypedGraph, start: Tensor, num_steps: int,
                        dtype=torch.long if weight is None else torch.double)
     for step in range(1, num_steps + 1):
         out_deg = graph.node_ptr[node + 1] - graph.node_ptr[node]
+        check_memory(BYTES_PER_WALK * float(out_deg.sum()),
+                     f'Expanding {start.numel()} paths to length {step}')
         entry, edge = ragged_arange(graph.node_ptr[node], out_deg)
         walk_e = walk[entry]
         if removed is not None:
@@ -81,6 +86,34 @@ def expand_paths(graph: TypedGraph, start: Tensor, num_steps: int,
         yield walk, node, pattern, count
 
 
+#: The most walks (paths before merging) one call of :func:`walk_chunks`
+#: plans: more is refused (:class:`~pyg_degreembed.budget.ResourceError`)
+#: rather than run for hours.
+MAX_TOTAL_WALKS = 1e10
+#: Walks expanded per second by :func:`path_counts` on 2 CPU cores (Family,
+#: paths of length 3), for the message.
+WALKS_PER_SECOND = 3e7
+
+#: Memory a walk (a path before merging) takes while a step of
+#: :func:`expand_paths` runs: its edge, walk, key, inverse, count and the
+#: sort of the keys, 8 bytes each.
+BYTES_PER_WALK = 96
+
+
+def check_pattern_keys(num_edge_types: int, num_steps: int,
+                       factor: int = 1):
+    r"""Refuses a path length whose pattern ids (times :obj:`factor`, the
+    other fields a key packs with them) do not fit a 64-bit integer."""
+    if factor * (num_edge_types + 1)**num_steps >= 2**63:
+        longest = 0
+        while factor * (num_edge_types + 1)**(longest + 1) < 2**63:
+            longest += 1
+        raise ValueError(
+            f'Paths of {num_steps} edges over {num_edge_types} edge types '
+            f'have too many patterns to number in 64 bits here (at most '
+            f'{longest} edges)')
+
+
 #: The most walks (paths before merging) expanded at once by the chunked
 #: helpers: bounds their memory (a walk costs some tens of bytes per step).
 MAX_WALKS = 4_000_000
@@ -95,7 +128,8 @@ def walk_chunks(graph: TypedGraph, start: Tensor, num_steps: int,
     :math:`\mathbf{w}_0 = \mathbf{1}`, :math:`\mathbf{M}` counting the
     edges) add up to at most :obj:`max_walks`; an entity with more walks
     than that is a range of its own (:obj:`max_walks` defaults to
-    :data:`MAX_WALKS`)."""
+    :data:`MAX_WALKS`).  More than :data:`MAX_TOTAL_WALKS` walks in all are
+    refused."""
     if max_walks is None:
         max_walks = MAX_WALKS
     walks = torch.ones(graph.num_nodes, dtype=torch.double,
@@ -103,6 +137,14 @@ def walk_chunks(graph: TypedGraph, start: Tensor, num_steps: int,
     for _ in range(num_steps):
         walks = walks.new_zeros(graph.num_nodes).index_add_(
             0, graph.edge_src, walks[graph.edge_dst])
+    total = float(walks[start].sum())
+    if total > MAX_TOTAL_WALKS:
+        raise ResourceError(
+            f'Paths of length {num_steps} from {start.numel()} start '
+            f'entities are about {total:.2g} walks, over the limit of '
+            f'{MAX_TOTAL_WALKS:.0e} (about {total / WALKS_PER_SECOND:.0f} s '
+            f'at {WALKS_PER_SECOND:.0e} walks per second on 2 cores): use '
+            'shorter paths or fewer queries')
     cost = walks[start].tolist()
     out, begin, total = [], 0, 0.
     for i, c in enumerate(cost):

@@ -58,6 +58,8 @@ def predict(model: Module, data: Any, head: int, relation: int,
         filter_known (bool, optional): Leave out known triples and the
             head. (default: :obj:`True`)
     """
+    if not isinstance(k, int) or isinstance(k, bool):
+        raise TypeError(f"'k' must be a whole number, got {k!r}")
     if k < 0:
         raise ValueError(f"'k' must be at least 0, got {k}")
     kg = as_kg(data)

@@ -33,7 +33,7 @@ from torch_geometric.data import Data
 
 from .kg import SPLITS, add_inverse_edges, all_triples, split_triples
 from .convert import as_kg
-from .paths import path_counts, pattern_of
+from .paths import check_pattern_keys, path_counts, pattern_of
 from .typed_graph import TypedGraph
 
 
@@ -96,6 +96,7 @@ def saturation(
     if relations is not None:
         triples = triples[:, torch.isin(triples[1],
                                         torch.as_tensor(relations))]
+    check_pattern_keys(2 * R, num_steps, 2 * R)
     trip, pattern, count = path_counts(typed, triples, num_steps, R,
                                        min_length)
     total = torch.zeros(triples.size(1), dtype=torch.long).index_add_(

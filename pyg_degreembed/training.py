@@ -2,6 +2,7 @@ r"""Training a rule reasoner: a small, reusable fit loop."""
 import math
 import os
 import time
+import warnings
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Tuple
@@ -10,6 +11,7 @@ import torch
 from torch import Tensor
 from torch_geometric.data import Data
 
+from .budget import check_memory, training_bytes
 from .checkpoint import (FORMAT, CheckpointError, check_kg, kg_fingerprint,
                          load_checkpoint, model_spec, save_checkpoint)
 from .convert import as_kg
@@ -76,8 +78,10 @@ class FitResult:
         history (List[Dict]): Per epoch: :obj:`epoch`, :obj:`loss` (mean
             training loss), :obj:`seconds` (training time of the epoch),
             :obj:`valid_mrr` (filtered, realistic ties).
-        best_epoch (int): The epoch whose weights were restored.
-        best_valid_mrr (float): Its validation MRR.
+        best_epoch (int): The epoch whose weights were restored (the last
+            one where the KG has no validation triples).
+        best_valid_mrr (float): Its validation MRR (:obj:`nan` without
+            validation triples).
     """
     history: List[Dict] = field(default_factory=list)
     best_epoch: int = 0
@@ -107,9 +111,13 @@ def fit(
     allow_config_change: bool = False,
     adapt_threads: bool = True,
     callback: Optional[Callable[[int, int], None]] = None,
+    max_steps: Optional[int] = None,
+    time_budget: Optional[float] = None,
 ) -> FitResult:
     r"""Trains a rule reasoner on a knowledge graph and restores the weights
     of the epoch with the best filtered validation MRR (realistic ties).
+    A KG without validation triples trains for all :obj:`epochs` and keeps
+    the last weights, with a warning.
 
     The training queries are the :obj:`train` triples in both directions,
     shuffled every epoch.  Each query is answered on the observed graph
@@ -200,6 +208,18 @@ def fit(
             machine nothing changes). (default: :obj:`True`)
         callback (callable, optional): Called as :obj:`callback(epoch,
             step)` after every optimisation step. (default: :obj:`None`)
+        max_steps (int, optional): End training after this many
+            optimisation steps in all (counted over resumed runs too).
+            (default: :obj:`None`, no limit)
+        time_budget (float, optional): End training after the step that
+            passes this many seconds of this call. (default: :obj:`None`,
+            no limit)
+
+    Training that ends on :obj:`max_steps` or :obj:`time_budget` in the
+    middle of an epoch keeps the weights of the best epoch validated so far
+    (the current ones if no epoch was completed), and the checkpoint holds
+    the point where it ended: resuming with a larger limit continues the
+    epoch where it stopped, as if it had never stopped.
     """
     _check_settings(epochs, batch_size, lr, edge_weight_lr,
                     edge_weight_decay, patience, clip_norm, loss,
@@ -207,6 +227,11 @@ def fit(
     if not progress_interval >= 0:
         raise ValueError(f"'progress_interval' must be at least 0, got "
                          f'{progress_interval}')
+    if max_steps is not None:
+        check_positive_ints(max_steps=max_steps)
+    if time_budget is not None and not time_budget > 0:
+        raise ValueError(f"'time_budget' must be a positive number of "
+                         f'seconds, got {time_budget}')
     if resume and checkpoint is None:
         raise ValueError("'resume' needs a 'checkpoint' path")
     if checkpoint is not None:
@@ -227,6 +252,12 @@ def fit(
                    clip_norm=clip_norm, loss=loss, seed=seed))
     if run.kg.train_edge_type.numel() == 0:
         raise ValueError('The KG has no training triples')
+    if device.type == 'cpu':
+        check_memory(training_bytes(model, run.graph, run.queries,
+                                    batch_size),
+                     f'Training with batch_size={batch_size} and '
+                     f'num_steps={model.num_steps} on {run.kg.num_nodes} '
+                     'entities')
     broadcast_parameters(model)
     run.guard = ThreadGuard(
         training_probe(model, run.graph,
@@ -235,6 +266,7 @@ def fit(
         log=log if run.is_main else None)
     with exclusive(checkpoint) if checkpoint is not None and run.is_main \
             else nullcontext(), run.guard:
+        run.limit = _Limit(max_steps, time_budget)
         return _fit_epochs(run, device, eval_batch_size, progress,
                            progress_interval, log, checkpoint, resume,
                            allow_config_change, callback)
@@ -306,8 +338,18 @@ def _fit_epochs(run, device, eval_batch_size, progress, progress_interval,
     if resume and os.path.exists(checkpoint):
         first_epoch = run.resume(checkpoint, device, allow_config_change)
         if log is not None and run.is_main:
-            log(f'resumed from {checkpoint} after epoch '
-                f'{run.result.history[-1]["epoch"]}')
+            where = f'step {run.partial["step"]} of epoch {first_epoch}' \
+                if run.partial is not None else f'epoch {first_epoch - 1}'
+            log(f'resumed from {checkpoint} after {where}')
+
+    validate = run.valid.size(1) > 0
+    if not validate:
+        note = ('no validation triples: early stopping and the choice of '
+                'the best epoch are off; training runs all '
+                f"{settings['epochs']} epochs and keeps the last weights")
+        warnings.warn(note)
+        if log is not None and run.is_main:
+            log(note)
 
     def reporter(total: int, desc: str) -> Progress:
         return Progress(total, desc, enabled=progress and run.is_main,
@@ -317,15 +359,29 @@ def _fit_epochs(run, device, eval_batch_size, progress, progress_interval,
         mean_loss, seconds = run.train_epoch(
             epoch, settings['batch_size'], settings['clip_norm'],
             settings['loss'], reporter, callback)
+        if run.partial is not None:  # ended by max_steps or time_budget
+            if checkpoint is not None and run.is_main:
+                run.save(checkpoint, epoch - 1, False)
+            if log is not None and run.is_main:
+                kept = f'the weights of epoch {run.result.best_epoch}' \
+                    if run.result.best_epoch else 'the current weights ' \
+                    '(no epoch completed)'
+                log(f'stopped at step {run.partial["step"]} of epoch '
+                    f'{epoch} ({run.limit.reason}); kept {kept}'
+                    + ('; resume from the checkpoint to go on'
+                       if checkpoint is not None else ''))
+            if run.result.best_epoch:
+                model.load_state_dict(run.best_state)
+            return run.result
         valid_mrr = rank_queries(
             model, run.graph, run.valid, run.true_answers, eval_batch_size,
             progress=lambda total: reporter(total, f'validation {epoch}')
-        ).metrics()['mrr']
-        improved = run.record(epoch, mean_loss, seconds, valid_mrr)
+        ).metrics()['mrr'] if validate else float('nan')
+        improved = run.record(epoch, mean_loss, seconds, valid_mrr, validate)
         if log is not None and run.is_main:
             log(f'epoch {epoch:3d}  loss {mean_loss:.4f}  '
                 f'time {seconds:6.2f}s  valid MRR {valid_mrr:.4f}'
-                f'{"  *" if improved else ""}')
+                f'{"  *" if improved and validate else ""}')
         stop = epoch - run.result.best_epoch >= settings['patience']
         if checkpoint is not None and run.is_main:
             run.save(checkpoint, epoch, stop)
@@ -356,22 +412,41 @@ class _Run:
         self.result = FitResult()
         self.best_state = _copy_state(model)
         self.guard: Optional[ThreadGuard] = None  # set by fit()
+        self.limit: Optional[_Limit] = None  # set by fit()
+        self.global_step = 0  # optimisation steps, resumed runs included
+        self.partial: Optional[dict] = None  # where a limit ended an epoch
 
     def train_epoch(self, epoch: int, batch_size: int, clip_norm, loss: str,
                     reporter, callback) -> Tuple[float, float]:
-        r"""One pass over the shuffled training queries; returns the mean
-        loss and the seconds it took."""
+        r"""One pass over the shuffled training queries (or the rest of a
+        pass that was ended by the run's limit); returns the mean loss and
+        the seconds it took.  Where the limit ends it,
+        :obj:`self.partial` records where (else it is :obj:`None`)."""
         model, optimizer = self.model, self.optimizer
         head, relation, tail = self.queries
         device = head.device
         model.train()
         start = time.perf_counter()
+        resumed, self.partial = self.partial, None
+        if resumed is not None:  # the shuffle of the ended pass, again
+            self.generator.set_state(resumed['shuffle_rng'])
+        shuffle_rng = self.generator.get_state()
         perm = torch.randperm(head.numel(),
                               generator=self.generator).to(device)
-        total, count = 0., 0
+        total, count, done = 0., 0, 0
+        if resumed is not None:
+            total, count, done = (resumed['loss_total'], resumed['count'],
+                                  resumed['step'])
         batches = perm.split(batch_size)
-        progress = reporter(len(batches), f'epoch {epoch}')
+        progress = reporter(len(batches) - done, f'epoch {epoch}')
         for step, index in enumerate(batches, start=1):
+            if step <= done:
+                continue
+            if self._limit_reached(device):
+                self.partial = {'epoch': epoch, 'step': step - 1,
+                                'shuffle_rng': shuffle_rng,
+                                'loss_total': total, 'count': count}
+                break
             # With several processes, each takes a share of the global
             # batch; its loss is scaled so that the summed gradients equal
             # the gradient of the global batch's mean loss.
@@ -398,20 +473,32 @@ class _Run:
             count += index.numel()
             progress.update(index.numel(), value)
             self.guard.step(time.perf_counter() - step_start)
+            self.global_step += 1
             if callback is not None:
                 callback(epoch, step)
         progress.close()
         seconds = time.perf_counter() - start
-        return all_reduce_sum(total, device) / count, seconds
+        return all_reduce_sum(total, device) / max(count, 1), seconds
+
+    def _limit_reached(self, device) -> bool:
+        reached = self.limit.reached(self.global_step)
+        if self.num_processes > 1 and self.limit.time_budget is not None:
+            # Clocks differ between processes: all stop if one does.
+            reached = all_reduce_sum(float(reached), device) > 0
+            if reached and not self.limit.reason:
+                self.limit.reason = \
+                    f'time_budget={self.limit.time_budget:g}s'
+        return reached
 
     def record(self, epoch: int, loss: float, seconds: float,
-               valid_mrr: float) -> bool:
+               valid_mrr: float, validated: bool = True) -> bool:
         r"""Adds the epoch to the history; keeps the weights if the
-        validation MRR improved (returned)."""
+        validation MRR improved (returned), or of every epoch where there
+        is no validation."""
         self.result.history.append({'epoch': epoch, 'loss': loss,
                                     'seconds': seconds,
                                     'valid_mrr': valid_mrr})
-        improved = valid_mrr > self.result.best_valid_mrr
+        improved = not validated or valid_mrr > self.result.best_valid_mrr
         if improved:
             self.result.best_epoch = epoch
             self.result.best_valid_mrr = valid_mrr
@@ -437,6 +524,8 @@ class _Run:
                 'best_valid_mrr': self.result.best_valid_mrr,
                 'torch_rng': torch.get_rng_state(),
                 'shuffle_rng': self.generator.get_state(),
+                'global_step': self.global_step,
+                'partial': self.partial,
             },
         })
 
@@ -469,9 +558,30 @@ class _Run:
                                 state['best_valid_mrr'])
         self.generator.set_state(state['shuffle_rng'])
         torch.set_rng_state(state['torch_rng'])
+        self.global_step = state.get('global_step', 0)
+        self.partial = state.get('partial')
         if state['stopped']:
             return self.settings['epochs'] + 1
         return state['epoch'] + 1
+
+
+class _Limit:
+    r"""When :func:`fit` ends training early: after :obj:`max_steps`
+    optimisation steps in all, or :obj:`time_budget` seconds after it was
+    made."""
+    def __init__(self, max_steps: Optional[int],
+                 time_budget: Optional[float]):
+        self.max_steps, self.time_budget = max_steps, time_budget
+        self.start = time.perf_counter()
+        self.reason = ''
+
+    def reached(self, global_step: int) -> bool:
+        if self.max_steps is not None and global_step >= self.max_steps:
+            self.reason = f'max_steps={self.max_steps}'
+        elif self.time_budget is not None and \
+                time.perf_counter() - self.start >= self.time_budget:
+            self.reason = f'time_budget={self.time_budget:g}s'
+        return bool(self.reason)
 
 
 def kg_summary(data: Data) -> dict:

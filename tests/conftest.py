@@ -166,3 +166,33 @@ def assert_picture(path, min_pixels=200):
     drawn = (rgb != rgb[0]).any(axis=1).mean()  # differs from the corner
     assert drawn > 0.01, f'{path}: {100 * drawn:.2f} % of the pixels drawn'
     return image
+
+
+def triples_file(path, n=60, extra=''):
+    r"""Writes a small triples file of 40 entities and 3 relations."""
+    lines = [f'e{i}\tr{i % 3}\te{(i * 7 + 1) % 40}' for i in range(n)]
+    path.write_text('\n'.join(lines) + '\n' + extra)
+    return str(path)
+
+
+def trained_toy(folder):
+    r"""Trains a tiny model on :func:`triples_file` with the command line;
+    returns the triples file and the checkpoint."""
+    from pyg_degreembed.cli import main
+    kg = triples_file(folder / 'kg.tsv')
+    checkpoint = str(folder / 'run.pt')
+    assert main(['train', '--dataset', kg, '--dim', '4', '--epochs', '1',
+                 '--checkpoint', checkpoint, '--no-progress']) == 0
+    return kg, checkpoint
+
+
+def one_line_error(capsys, argv, message, code=2):
+    r"""Runs the command line, which must fail with status :obj:`code` and
+    one line :obj:`error: ...` holding :obj:`message`."""
+    from pyg_degreembed.cli import main
+    got = main(argv)
+    err = capsys.readouterr().err
+    assert got == code, err
+    assert err.startswith('error: ') and len(err.strip().splitlines()) == 1
+    assert message in err, err
+    return err

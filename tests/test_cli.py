@@ -201,3 +201,25 @@ def test_applied_rules_in_rules_explain_and_evaluate(trained, capsys,
 def model_relation(checkpoint, name):
     return list(load_checkpoint(checkpoint)['kg']['relation_names']).index(
         name)
+
+
+def test_max_steps_ends_training_and_resume_goes_on(tmp_path, capsys):
+    kg = tmp_path / 'kg.tsv'
+    kg.write_text(''.join(f'e{i}\tr{i % 3}\te{(i * 7 + 1) % 40}\n'
+                          for i in range(300)))
+    argv = ['train', '--dataset', str(kg), '--dim', '4', '--epochs', '2',
+            '--batch-size', '16', '--checkpoint', str(tmp_path / 'm.pt'),
+            '--no-progress', '--scorer', 'model']
+    assert main(argv + ['--max-steps', '3']) == 0
+    out = capsys.readouterr().out
+    assert 'stopped at step 3 of epoch 1 (max_steps=3); kept the current ' \
+        'weights (no epoch completed); resume from the checkpoint' in out
+    assert 'filtered test metrics' in out
+    assert main(argv + ['--resume']) == 0
+    out = capsys.readouterr().out
+    assert 'resumed from' in out and 'epoch   2' in out
+    state = load_checkpoint(str(tmp_path / 'm.pt'))['state']
+    assert state['epoch'] == 2 and state['partial'] is None
+    # 60 training triples (6:2:1:1 of 300), both directions: 120 queries,
+    # 8 steps an epoch.
+    assert state['global_step'] == 2 * 8

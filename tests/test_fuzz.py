@@ -146,3 +146,57 @@ def invalid_numbers(argv) -> bool:
     if any(int(value[o]) < m for o, m in at_least.items() if o in value):
         return True
     return '--lr' in value and value['--lr'] in ('-1', 'inf', 'nan')
+
+
+@FUZZ
+@given(data=st.data())
+def test_output_paths(workspace, capsys, tmp_path, data):
+    # Whatever output path a command gets, an input is never replaced, nor
+    # an existing file of another kind; anything else is written or refused
+    # in one line.
+    folder, kg, checkpoint = workspace
+    text = tmp_path / 'notes.txt'
+    text.write_text('notes\n')
+    link = tmp_path / 'link'
+    if not link.exists():
+        link.symlink_to(kg)
+    inputs = {kg: 'input', checkpoint: 'input', str(link): 'input',
+              str(text): 'other kind', str(tmp_path / 'new.out'): 'new',
+              str(tmp_path): 'folder'}
+    path = data.draw(st.sampled_from(sorted(inputs)))
+    command = data.draw(st.sampled_from(['train-json', 'train-checkpoint',
+                                         'evaluate', 'rules', 'saturation',
+                                         'plot', 'explain']))
+    if command.startswith('train') and path == checkpoint:
+        # Not an input of train: an existing checkpoint (a copy, --overwrite
+        # replaces it) or a JSON file's wrong kind.
+        path = str(tmp_path / 'copy.pt')
+        with open(checkpoint, 'rb') as f, open(path, 'wb') as g:
+            g.write(f.read())
+        inputs[path] = 'checkpoint'
+    before = {p: open(p, 'rb').read() for p in (kg, checkpoint, str(text))}
+    if command.startswith('train'):
+        own = str(tmp_path / 'fuzz.pt')
+        argv = ['train', '--dataset', kg, '--dim', '4', '--epochs', '1',
+                '--no-progress', '--overwrite', '--checkpoint',
+                path if command == 'train-checkpoint' else own]
+        if command == 'train-json':
+            argv += ['--json', path]
+    elif command == 'saturation':
+        argv = ['saturation', '--dataset', kg, '--json', path]
+    else:
+        argv = [command, '--checkpoint', checkpoint]
+        argv += {'evaluate': ['--json', path], 'rules': ['--json', path],
+                 'plot': ['--out', path],
+                 'explain': ['--head', 'e1', '--relation', 'r1', '--tail',
+                             'e8', '--plot', path]}[command]
+    code = main(argv)
+    err = capsys.readouterr().err
+    assert code in (0, 2), (argv, err)
+    if code == 2:
+        assert err.startswith('error: ') and \
+            len(err.strip().splitlines()) == 1, (argv, err)
+    if inputs[path] in ('input', 'other kind', 'folder') or \
+            inputs[path] == 'checkpoint' and command == 'train-json':
+        assert code == 2, argv
+    assert before == {p: open(p, 'rb').read() for p in before}

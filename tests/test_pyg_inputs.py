@@ -171,7 +171,7 @@ def test_frozen_flag_survives_a_checkpoint(tmp_path):
     fit(model, chain_kg(), epochs=1, progress=False, log=None,
         checkpoint=path)
     payload = load_checkpoint(path)
-    assert payload['format'] == 2
+    assert payload['format'] == 3
     assert payload['model']['edge_weight'] == {
         'class': 'DegreeEmbedding', 'trainable': False,
         'config': dict(num_edge_types=6, embedding_dim=8,
@@ -211,4 +211,4 @@ def test_format_1_checkpoints_load_with_the_old_scores(toy_kg, tmp_path):
                  checkpoint=path, resume=True, edge_weight_lr=None,
                  edge_weight_decay=0.)
     assert [h['epoch'] for h in result.history] == [1, 2, 3]
-    assert load_checkpoint(path)['format'] == 2
+    assert load_checkpoint(path)['format'] == 3

@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch_geometric.data import HeteroData
 
-from conftest import chain_kg
+from conftest import chain_kg, one_line_error, trained_toy, triples_file
 from pyg_degreembed import (DegreEmbedReasoner, RuleReasoner, TypedGraph, fit,
                             from_edge_index, from_hetero_data, load_model)
 from pyg_degreembed.checkpoint import (CheckpointError, load_checkpoint,
@@ -18,21 +18,6 @@ from pyg_degreembed.checkpoint import (CheckpointError, load_checkpoint,
 from pyg_degreembed.cli import main
 from pyg_degreembed.files import FileError, exclusive
 from pyg_degreembed.io import KGFormatError, load_triples_file, read_lines
-
-
-def triples_file(path, n=60, extra=''):
-    lines = [f'e{i}\tr{i % 3}\te{(i * 7 + 1) % 40}' for i in range(n)]
-    path.write_text('\n'.join(lines) + '\n' + extra)
-    return str(path)
-
-
-def one_line_error(capsys, argv, message):
-    code = main(argv)
-    err = capsys.readouterr().err
-    assert code == 2, err
-    assert err.startswith('error: ') and len(err.strip().splitlines()) == 1
-    assert message in err, err
-    return err
 
 
 # 1
@@ -114,19 +99,22 @@ def test_checkpoints_are_never_overwritten_silently(tmp_path, capsys):
                             str(tmp_path / 'm.json')],
                    'would overwrite the checkpoint')
     # Two writers: the second is refused while the first holds the lock.
-    sleeper = subprocess.Popen([sys.executable, '-c',
-                                'import time; time.sleep(60)'])
+    holder = subprocess.Popen(
+        [sys.executable, '-c', 'import time\n'
+         'from pyg_degreembed.files import exclusive\n'
+         f'with exclusive({checkpoint!r}):\n'
+         '    print("held", flush=True)\n'
+         '    time.sleep(60)\n'], stdout=subprocess.PIPE, text=True)
     try:
-        with open(checkpoint + '.lock', 'w') as f:
-            f.write(str(sleeper.pid))
+        assert holder.stdout.readline().strip() == 'held'
         one_line_error(capsys, base + ['--resume'],
-                       f'another process (pid {sleeper.pid})')
+                       f'another process (pid {holder.pid})')
     finally:
-        sleeper.kill()
-        sleeper.wait()
-    # ... and a lock left by a dead process is taken over.
+        holder.kill()  # no clean-up: the system releases its lock
+        holder.wait()
+        holder.stdout.close()
+    # ... and the lock of a killed process is free again.
     assert main(base + ['--resume', '--epochs', '2']) == 0
-    assert not os.path.exists(checkpoint + '.lock')
     with exclusive(checkpoint):
         assert open(checkpoint + '.lock').read() == str(os.getpid())
 
@@ -165,12 +153,7 @@ def test_unwritable_paths_are_refused_before_training(tmp_path, capsys):
 
 @pytest.fixture(scope='module')
 def small_checkpoint(tmp_path_factory):
-    folder = tmp_path_factory.mktemp('reliability')
-    path = triples_file(folder / 'kg.tsv')
-    checkpoint = str(folder / 'run.pt')
-    assert main(['train', '--dataset', path, '--dim', '4', '--epochs', '1',
-                 '--checkpoint', checkpoint, '--no-progress']) == 0
-    return checkpoint
+    return trained_toy(tmp_path_factory.mktemp('reliability'))[1]
 
 
 @pytest.mark.parametrize('argv,message', [
@@ -242,7 +225,7 @@ def test_unreadable_and_unwritable_files(tmp_path, monkeypatch):
     monkeypatch.setattr('builtins.open', denied)
     with pytest.raises(KGFormatError, match='cannot read the file '
                        r'\(Permission denied\)'):
-        read_lines(path)
+        list(read_lines(path))
     monkeypatch.undo()
 
     # Disk full while saving: one clear error, the previous file kept.

@@ -6,6 +6,7 @@ from torch_geometric import seed_everything
 
 from conftest import chain_kg
 from pyg_degreembed import RuleReasoner, fit, rule_loss
+from pyg_degreembed.checkpoint import load_checkpoint, save_checkpoint
 
 
 def test_nll_and_bce_losses_by_hand():
@@ -96,7 +97,6 @@ def test_early_stopping():
 def test_edge_weight_learning_rate_applies_to_the_degree_embedding_only(
         tmp_path):
     from pyg_degreembed import DegreEmbedReasoner
-    from pyg_degreembed.checkpoint import load_checkpoint
     data = chain_kg()
 
     def train(edge_weight_lr, **kwargs):
@@ -129,7 +129,6 @@ def test_resume_with_other_settings_trains_with_them(tmp_path):
     # defaults (the degree embedding in a group of its own): the Adam
     # moments of every parameter carry over, the new settings apply.
     from pyg_degreembed import DegreEmbedReasoner
-    from pyg_degreembed.checkpoint import load_checkpoint
     data = chain_kg()
     seed_everything(0)
     model = DegreEmbedReasoner(data.num_relations, embedding_dim=8,
@@ -164,7 +163,6 @@ def test_edge_weight_decay_is_l2_on_the_degree_embedding_only(tmp_path):
     # the degree embedding's gradients by hand (no clipping, so that the
     # order of clipping and decay does not matter).
     from pyg_degreembed import DegreEmbedReasoner
-    from pyg_degreembed.checkpoint import load_checkpoint
     data = chain_kg()
 
     def train(decay, by_hand=0., **kwargs):
@@ -194,6 +192,61 @@ def test_edge_weight_decay_is_l2_on_the_degree_embedding_only(tmp_path):
         train(-1.)
     # A checkpoint written before the option existed was trained without.
     del payload['fit']['edge_weight_decay']
-    torch.save(payload, path)
+    save_checkpoint(str(path), payload)
     with pytest.raises(ValueError, match='edge_weight_decay 0.0 -> 0.5'):
         train(0.5, checkpoint=str(path), resume=True)
+
+
+def _bounded_run(checkpoint, **kwargs):
+    seed_everything(0)
+    model = RuleReasoner(3, embedding_dim=8, hidden_channels=8)
+    result = fit(model, chain_kg(), epochs=3, batch_size=16, log=None,
+                 progress=False, checkpoint=checkpoint, adapt_threads=False,
+                 **kwargs)
+    return model, result
+
+
+def test_max_steps_and_time_budget_end_cleanly_and_resume(tmp_path):
+    # 80 training queries, batches of 16: 5 steps an epoch.
+    after_epoch_1 = {}
+
+    def remember(epoch, step):
+        if (epoch, step) == (1, 5):
+            after_epoch_1.update({k: v.clone() for k, v in
+                                  model.state_dict().items()})
+
+    seed_everything(0)
+    model = RuleReasoner(3, embedding_dim=8, hidden_channels=8)
+    full = fit(model, chain_kg(), epochs=3, batch_size=16, log=None,
+               progress=False, adapt_threads=False, callback=remember)
+    full_state = model.state_dict()
+
+    # Stopped at step 2 of epoch 2: the best (only) epoch's weights.
+    path = str(tmp_path / 'steps.pt')
+    stopped, result = _bounded_run(path, max_steps=7)
+    assert [h['epoch'] for h in result.history] == [1]
+    assert all(torch.equal(stopped.state_dict()[k], after_epoch_1[k])
+               for k in after_epoch_1)
+    state = load_checkpoint(path)['state']
+    assert state['global_step'] == 7 and state['partial']['step'] == 2
+    # Resumed without a limit: as if it had never stopped.
+    resumed, result = _bounded_run(path, resume=True)
+    assert [h['valid_mrr'] for h in result.history] == \
+        [h['valid_mrr'] for h in full.history]
+    assert all(torch.equal(resumed.state_dict()[k], full_state[k])
+               for k in full_state)
+
+    # A budget spent before the first step: nothing trained, still
+    # resumable to the same end.
+    path = str(tmp_path / 'time.pt')
+    _, result = _bounded_run(path, time_budget=1e-9)
+    assert result.history == [] and result.best_epoch == 0
+    assert load_checkpoint(path)['state']['partial']['step'] == 0
+    resumed, _ = _bounded_run(path, resume=True)
+    assert all(torch.equal(resumed.state_dict()[k], full_state[k])
+               for k in full_state)
+
+    with pytest.raises(ValueError, match="'max_steps' must be a positive"):
+        _bounded_run(None, max_steps=0)
+    with pytest.raises(ValueError, match="'time_budget' must be a positive"):
+        _bounded_run(None, time_budget=-1.)

@@ -1,0 +1,121 @@
+r"""What a run will need, checked against what the machine has before the
+work starts: a setting whose memory does not fit is refused with one line
+that says how much it needs, instead of being killed by the system later.
+
+* :func:`available_memory`: the memory the process may still use (the
+  system's available memory, and the address-space limit of
+  :obj:`ulimit -v` where one is set).
+* :func:`parameter_bytes`: a model's parameters, counted on PyTorch's
+  :obj:`meta` device (nothing is allocated).
+* :func:`training_bytes`: parameters, gradients, optimizer state, best
+  weights, and the tensors one training step keeps for its backward pass,
+  measured on a probe of one and two queries
+  (:class:`torch.autograd.graph.saved_tensors_hooks`), scaled to the
+  batch and doubled for the gradients of the backward pass (an upper
+  estimate: the peak a step reaches is below it).
+"""
+import os
+from typing import Callable, Optional
+
+import torch
+
+
+class ResourceError(ValueError):
+    r"""A setting needs more memory than the machine has."""
+
+
+def _meminfo_available() -> Optional[int]:
+    try:
+        with open('/proc/meminfo') as f:
+            for line in f:
+                if line.startswith('MemAvailable:'):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf('SC_AVPHYS_PAGES') * os.sysconf('SC_PAGE_SIZE')
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def _address_space_left() -> Optional[int]:
+    try:
+        import resource
+        limit = resource.getrlimit(resource.RLIMIT_AS)[0]
+    except (ImportError, AttributeError, ValueError, OSError):
+        return None
+    if limit == resource.RLIM_INFINITY:
+        return None
+    try:
+        with open('/proc/self/statm') as f:
+            used = int(f.read().split()[0]) * os.sysconf('SC_PAGE_SIZE')
+    except (OSError, ValueError, IndexError):
+        used = 0
+    return max(limit - used, 0)
+
+
+def available_memory() -> Optional[int]:
+    r"""Bytes the process may still allocate (:obj:`None` where the system
+    does not say)."""
+    known = [b for b in (_meminfo_available(), _address_space_left())
+             if b is not None]
+    return min(known) if known else None
+
+
+def format_bytes(num_bytes: float) -> str:
+    for unit in ('bytes', 'KB', 'MB', 'GB', 'TB'):
+        if num_bytes < 1000 or unit == 'TB':
+            return f'{num_bytes:.0f} {unit}' if unit == 'bytes' else \
+                f'{num_bytes:.1f} {unit}'
+        num_bytes /= 1000
+
+
+def check_memory(needed: float, what: str):
+    r"""Raises :class:`ResourceError` if :obj:`needed` bytes exceed
+    :func:`available_memory`; :obj:`what` names the setting."""
+    available = available_memory()
+    if available is not None and needed > available:
+        raise ResourceError(
+            f'{what} needs about {format_bytes(needed)} of memory; '
+            f'{format_bytes(available)} is available')
+
+
+def parameter_bytes(build: Callable[[], torch.nn.Module]) -> int:
+    r"""The bytes of the parameters of the module :obj:`build()` returns,
+    built on the :obj:`meta` device (no memory is allocated)."""
+    with torch.device('meta'):
+        module = build()
+    return sum(p.numel() * p.element_size() for p in module.parameters())
+
+
+#: Copies of the parameters a training run holds: the weights, their
+#: gradients, Adam's two moments and the best weights.
+PARAMETER_COPIES = 5
+
+
+def training_bytes(model, graph, queries, batch_size: int) -> int:
+    r"""The memory :func:`~pyg_degreembed.fit` needs for :obj:`model`:
+    :data:`PARAMETER_COPIES` copies of its parameters and the tensors a
+    step of :obj:`batch_size` queries saves for its backward pass (measured
+    on the first one and two of :obj:`queries` :obj:`(head, relation,
+    tail)`, extrapolated linearly)."""
+    own = {p.untyped_storage().data_ptr() for p in model.parameters()}
+
+    def saved_by(size: int) -> int:
+        storages = {}
+
+        def pack(tensor):
+            storage = tensor.untyped_storage()
+            if storage.data_ptr() not in own:
+                storages[storage.data_ptr()] = storage.nbytes()
+            return tensor
+
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            model.score(graph, *(q[:size] for q in queries))
+        return sum(storages.values())
+
+    one, two = saved_by(1), saved_by(2)
+    params = sum(p.numel() * p.element_size() for p in model.parameters())
+    # The backward pass holds gradients of about the size of what it reads.
+    return PARAMETER_COPIES * params + 2 * (
+        one + max(two - one, 0) * (batch_size - 1))
