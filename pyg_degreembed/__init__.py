@@ -1,10 +1,11 @@
 r"""pyg_degreembed: interpretable rule learning on knowledge graphs with
 PyTorch Geometric (DegreEmbed, DRUM, Neural LP)."""
+from .anyburl import read_anyburl, write_anyburl
 from .applied_rules import AppliedRules
 from .checkpoint import load_model
 from .convert import (align_relations, as_kg, from_edge_index,
                       from_hetero_data, to_hetero_data)
-from .datasets import KGBenchmark, bundled_path
+from .datasets import KGBenchmark, bundled_path, load_dataset
 from .evaluation import (Ranks, TrueAnswers, compute_ranks, evaluate,
                          filtered_ranks)
 from .explain import explain
@@ -23,11 +24,11 @@ __all__ = [
     'AppliedRules', 'DegreeEmbedding', 'RuleReasoner', 'DegreEmbedReasoner',
     'TypedGraph',
     'Signals', 'SourceWeights', 'DegreeSets', 'degree_sets', 'load_neural_lp',
-    'KGFormatError', 'KGBenchmark', 'bundled_path', 'as_kg',
+    'KGFormatError', 'KGBenchmark', 'bundled_path', 'load_dataset', 'as_kg',
     'align_relations',
     'from_edge_index', 'from_hetero_data', 'to_hetero_data',
     'resolve_graph', 'TrueAnswers', 'Ranks', 'filtered_ranks',
     'compute_ranks', 'evaluate', 'explain', 'predict', 'Prediction', 'fit',
     'FitResult', 'rule_loss', 'Rule', 'extract_rules', 'load_model',
-    'retain_freed_memory', '__version__'
+    'read_anyburl', 'write_anyburl', 'retain_freed_memory', '__version__'
 ]

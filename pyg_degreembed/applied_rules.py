@@ -69,11 +69,20 @@ class AppliedRules(Module):
             answer-type rule :math:`q(X, Y) \Leftarrow s(Y, \_)`, shape
             :obj:`[2R, 2R]` (row :math:`q`, column :math:`s`). (default:
             :obj:`None`, no answer-type rules)
+        support (torch.Tensor, optional): The training queries each rule
+            answers (its correct predictions), shape :obj:`[M]`; kept to
+            write the rules in AnyBURL's format
+            (:mod:`pyg_degreembed.anyburl`). (default: :obj:`None`)
+        groundings (torch.Tensor, optional): The pairs each rule's body
+            joins (its predictions), shape :obj:`[M]`. (default:
+            :obj:`None`)
     """
     def __init__(self, num_relations: int, num_steps: int, relation: Tensor,
                  pattern: Tensor, confidence: Tensor, num_keys: int = 3,
                  tie_break: Optional[Module] = None,
-                 type_confidence: Optional[Tensor] = None):
+                 type_confidence: Optional[Tensor] = None,
+                 support: Optional[Tensor] = None,
+                 groundings: Optional[Tensor] = None):
         super().__init__()
         check_positive_ints(num_relations=num_relations, num_steps=num_steps,
                             num_keys=num_keys)
@@ -85,6 +94,12 @@ class AppliedRules(Module):
         key, perm = torch.sort(relation * self._num_patterns + pattern)
         self.register_buffer('rule_key', key)
         self.register_buffer('confidence', confidence.double()[perm])
+        if (support is None) != (groundings is None):
+            raise ValueError("'support' and 'groundings' go together")
+        self.register_buffer('support', None if support is None else
+                             support.long()[perm])
+        self.register_buffer('groundings', None if groundings is None else
+                             groundings.long()[perm])
         K = self.num_edge_types
         if type_confidence is None:
             type_confidence = torch.zeros(K, K, dtype=torch.double)
@@ -141,7 +156,8 @@ class AppliedRules(Module):
                 support.double() / (groundings + unseen), 0.)
         return cls(as_kg(data).num_relations, num_steps,
                    counts.relation[keep], counts.pattern[keep], confidence,
-                   num_keys, tie_break, type_confidence)
+                   num_keys, tie_break, type_confidence,
+                   counts.support[keep], counts.groundings[keep])
 
     def config(self) -> dict:
         r"""The constructor arguments other than the tensors and the
@@ -156,7 +172,8 @@ class AppliedRules(Module):
         return {'config': self.config(), 'relation': self.rule_key // P,
                 'pattern': self.rule_key % P,
                 'confidence': self.confidence,
-                'type_confidence': self.type_confidence}
+                'type_confidence': self.type_confidence,
+                'support': self.support, 'groundings': self.groundings}
 
     @classmethod
     def from_payload(cls, payload: dict,
@@ -166,6 +183,8 @@ class AppliedRules(Module):
                    pattern=payload['pattern'],
                    confidence=payload['confidence'],
                    type_confidence=payload['type_confidence'],
+                   support=payload.get('support'),
+                   groundings=payload.get('groundings'),
                    tie_break=tie_break)
 
     def rules(self, relation: int) -> List[Rule]:

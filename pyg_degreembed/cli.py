@@ -29,6 +29,7 @@ import torch
 from torch_geometric import seed_everything
 
 from .applied_rules import AppliedRules
+from .anyburl import anyburl_lines, read_anyburl
 from .applied_rules import check_mining
 from .budget import PARAMETER_COPIES, check_memory, parameter_bytes
 from .checkpoint import (SCORERS, CheckpointError, load_checkpoint,
@@ -215,6 +216,10 @@ def build_parser() -> argparse.ArgumentParser:
                    "checkpoint)")
     p.add_argument('--split', default='test', choices=['valid', 'test'],
                    help='the triples to rank')
+    p.add_argument('--anyburl', default=None,
+                   help='rank with the rules of this AnyBURL rule file '
+                   "instead (cyclic path rules; the checkpoint's model "
+                   'breaks ties)')
     p.add_argument('--json', default=None,
                    help='write the metrics here (None: do not)')
     p.set_defaults(handler=cmd_evaluate)
@@ -246,6 +251,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--applied', action='store_true',
                    help="the checkpoint's applied rules instead: path rules "
                    'and answer-type rules with their empirical confidences')
+    p.add_argument('--format', default='text', choices=['text', 'anyburl'],
+                   help="'anyburl': the applied path rules as AnyBURL rule "
+                   'lines (predictions, correct predictions, confidence, '
+                   'rule), all relations')
     p.add_argument('--json', default=None,
                    help='write the rules here (None: do not)')
     p.set_defaults(handler=cmd_rules)
@@ -455,6 +464,14 @@ def cmd_evaluate(args):
     if data[f'{args.split}_edge_type'].numel() == 0:
         raise CLIError(f'the {args.split} split of {data.source} is empty: '
                        'nothing to evaluate')
+    if args.anyburl:
+        scorer = read_anyburl(args.anyburl, data.relation_names,
+                              tie_break=model)
+        scorer = scorer.to(next(model.parameters()).device)
+        print(f'scorer: {scorer.rule_key.numel() // 2} cyclic path rules of '
+              f'{args.anyburl} ({scorer.skipped} other rules skipped), the '
+              'model breaking ties')
+        return _report(scorer, data, args.split, args.json)
     scorer = scorer_from_checkpoint(payload, model, args.scorer)
     if scorer is not model:
         print('scorer: the applied rules, the model as tie-break '
@@ -496,6 +513,11 @@ def cmd_rules(args):
     payload, model, data = _load(args, [(args.json, 'rules', 'json')])
     relation = None if args.relation is None else \
         _relation(data, args.relation)
+    if args.format == 'anyburl':
+        applied = scorer_from_checkpoint(payload, model, 'rules')
+        for line in anyburl_lines(applied, data.relation_names):
+            print(line)
+        return
     if args.applied:
         return _applied_rules(args, payload, model, data, relation)
     rules = model.rules(relation, args.k, inverse=not args.no_inverse,

@@ -53,7 +53,8 @@ graph_cache = GraphCache()
 
 def resolve_graph(edge_index: Any, edge_type: Optional[Tensor] = None,
                   num_nodes: Optional[int] = None, *, num_relations: int,
-                  device: Optional[torch.device] = None) -> TypedGraph:
+                  device: Optional[torch.device] = None,
+                  owner: Optional[str] = None) -> TypedGraph:
     r"""The :class:`~pyg_degreembed.TypedGraph` (with :math:`2R` edge
     types, inverses included) that a model of :math:`R` relations reasons
     on.
@@ -78,13 +79,15 @@ def resolve_graph(edge_index: Any, edge_type: Optional[Tensor] = None,
         num_relations (int): :math:`R`, the model's number of relations.
         device (torch.device, optional): Where the graph is needed.
             (default: where the input is)
+        owner (str, optional): What reads the graph, for messages: a
+            layer speaks of edge types (:obj:`"this DegreeEmbedding"`).
+            (default: :obj:`None`, a model of :math:`R` relations)
     """
     if isinstance(edge_index, TypedGraph):
         if edge_index.num_edge_types != 2 * num_relations:
             raise ValueError(
                 f'The graph has {edge_index.num_edge_types} edge types, but '
-                f'the model was built for {num_relations} relations '
-                f'({2 * num_relations} edge types with inverses)')
+                f'{built_for(num_relations, owner)}')
         if device is None or edge_index.device == torch.device(device):
             return edge_index
         return graph_cache.get([edge_index.edge_src], (str(device), ),
@@ -94,18 +97,19 @@ def resolve_graph(edge_index: Any, edge_type: Optional[Tensor] = None,
             raise TypeError("'edge_type' is needed with an 'edge_index' "
                             "tensor")
         return _from_edges(edge_index, edge_type, num_nodes, num_relations,
-                           device)
+                           device, owner)
     if edge_type is not None:
         raise TypeError(f"'edge_type' is only taken with an 'edge_index' "
                         f"tensor, not with a {type(edge_index).__name__}")
     if isinstance(edge_index, Data) and not _is_kg_layout(edge_index):
         return _from_edges(edge_index.edge_index, edge_index.edge_type,
-                           edge_index.num_nodes, num_relations, device)
+                           edge_index.num_nodes, num_relations, device,
+                           owner)
     tensors = _tensors_of(edge_index)
 
     def build():
         kg = as_kg(edge_index)
-        check_relations(kg.num_relations, num_relations)
+        check_relations(kg.num_relations, num_relations, owner)
         graph = TypedGraph(kg.edge_index, kg.edge_type, kg.num_nodes,
                            2 * num_relations)
         return graph if device is None else graph.to(device)
@@ -114,8 +118,24 @@ def resolve_graph(edge_index: Any, edge_type: Optional[Tensor] = None,
                            build)
 
 
-def check_relations(kg_relations: int, num_relations: int):
+def built_for(num_relations: int, owner: Optional[str] = None) -> str:
+    r"""What a graph must fit, for messages: a model of :math:`R` relations,
+    or (:obj:`owner`, a layer) :math:`2R` edge types."""
+    R = num_relations
+    if owner is None:
+        return f'the model was built for {R} relations ({2 * R} edge types ' \
+            'with inverses)'
+    return f'{owner} was built for {2 * R} edge types ({R} relations and ' \
+        'their inverses)'
+
+
+def check_relations(kg_relations: int, num_relations: int,
+                    owner: Optional[str] = None):
     r"""Refuses a KG whose number of relations is not the model's."""
+    if kg_relations != num_relations and owner is not None:
+        raise ValueError(f'The KG has {kg_relations} relations '
+                         f'({2 * kg_relations} edge types with inverses), '
+                         f'but {built_for(num_relations, owner)}')
     if kg_relations != num_relations:
         hint = (' (PyG\'s RelLinkPredDataset.num_relations counts the '
                 'inverse relations: build the model with '
@@ -143,26 +163,26 @@ def _tensors_of(obj: Any) -> List[Tensor]:
 
 
 def _from_edges(edge_index, edge_type, num_nodes: Optional[int],
-                num_relations: int, device) -> TypedGraph:
+                num_relations: int, device, owner=None) -> TypedGraph:
     edge_index = index_tensor(edge_index, 'edge_index')
     edge_type = index_tensor(edge_type, 'edge_type')
     return graph_cache.get(
         [edge_index, edge_type], ('edges', num_nodes, num_relations,
                                   str(device)),
         lambda: _build_from_edges(edge_index, edge_type, num_nodes,
-                                  num_relations, device))
+                                  num_relations, device, owner))
 
 
 def _build_from_edges(edge_index: Tensor, edge_type: Tensor,
                       num_nodes: Optional[int], num_relations: int,
-                      device) -> TypedGraph:
+                      device, owner=None) -> TypedGraph:
     R = num_relations
     check_edge_shapes(edge_index, edge_type)
     num_nodes = maybe_num_nodes(edge_index, num_nodes)
     if edge_type.numel() and int(edge_type.max()) >= R:
-        _check_inverses(edge_index, edge_type, num_nodes, R)
+        _check_inverses(edge_index, edge_type, num_nodes, R, owner)
     else:
-        _refuse_doubled(edge_index, edge_type, num_nodes, R)
+        _refuse_doubled(edge_index, edge_type, num_nodes, R, owner)
         edge_index, edge_type = add_inverse_edges(edge_index, edge_type, R)
     graph = TypedGraph(edge_index, edge_type, num_nodes, 2 * R)
     return graph if device is None else graph.to(device)
@@ -179,23 +199,27 @@ def _keys(edge_index: Tensor, edge_type: Tensor, num_nodes: int,
     return torch.sort(key).values, torch.sort(inv).values
 
 
-def _check_inverses(edge_index, edge_type, num_nodes: int, R: int):
+def _check_inverses(edge_index, edge_type, num_nodes: int, R: int,
+                    owner=None):
     if int(edge_type.min()) < 0 or int(edge_type.max()) >= 2 * R:
         raise ValueError(f"'edge_type' holds types in "
                          f"[{int(edge_type.min())}, {int(edge_type.max())}],"
-                         f" outside [0, {2 * R}) for a model of {R} "
-                         f"relations")
+                         f" outside [0, {2 * R}): "
+                         f"{built_for(R, owner)}")
     key, inv = _keys(edge_index, edge_type, num_nodes, 2 * R)
     if not torch.equal(key, inv):
         raise ValueError(
-            f"'edge_type' holds types >= {R} (the model's number of "
-            f"relations), so the graph is read as holding its inverse edges "
+            f"'edge_type' holds types >= {R} ("
+            + ("the model's number of relations" if owner is None else
+               f"half of {owner}'s {2 * R} edge types")
+            + f"), so the graph is read as holding its inverse edges "
             f"already (type r + {R} for r), but they do not match its "
             f"edges; pass the KG's triples (types < {R}) and the inverses "
             f"are added")
 
 
-def _refuse_doubled(edge_index, edge_type, num_nodes: int, R: int):
+def _refuse_doubled(edge_index, edge_type, num_nodes: int, R: int,
+                    owner=None):
     # A graph that already holds inverses typed r + R/2 (the usual mistake:
     # a model built with RelLinkPredDataset.num_relations) would silently
     # get a second set of inverses.
@@ -205,6 +229,6 @@ def _refuse_doubled(edge_index, edge_type, num_nodes: int, R: int):
     if torch.equal(key, inv) and bool((edge_type >= R // 2).any()):
         raise ValueError(
             f'The graph already holds inverse edges for {R // 2} relations '
-            f'(type r + {R // 2} is the inverse of r), but the model was '
-            f'built for {R} relations; build it with {R // 2} (PyG\'s '
+            f'(type r + {R // 2} is the inverse of r), but '
+            f'{built_for(R, owner)}; build it for {R // 2} relations (PyG\'s '
             f'RelLinkPredDataset.num_relations counts the inverse relations)')

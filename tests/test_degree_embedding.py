@@ -165,3 +165,45 @@ def test_per_query_rows_for_some_nodes_equal_full_rows(random_graph):
                           atol=1e-6)
     # ... and a changed set reads another row than the shared one.
     assert not torch.allclose(full.at(src, typ, query), full.at(src, typ))
+
+
+def test_edge_weight_is_rho_of_each_edge_for_pyg_layers(toy_kg):
+    from torch_geometric.nn import GraphConv
+    torch.manual_seed(0)
+    layer = DegreeEmbedding(6, 8, 5)
+    edge_index, edge_type = toy_kg.edge_index, toy_kg.edge_type  # inverses
+    weight = layer.edge_weight(edge_index, edge_type, 6)
+    rho = layer(edge_index, edge_type, 6)
+    assert weight.shape == (edge_type.numel(), )
+    for e, (i, k) in enumerate(zip(edge_index[0].tolist(),
+                                   edge_type.tolist())):
+        assert weight[e] == rho[i, k]
+    # Given the KG's triples only (types < R), the inverses are added for
+    # rho, and the weights are those of the given edges.
+    forward = edge_type < 3
+    assert torch.equal(layer.edge_weight(edge_index[:, forward],
+                                         edge_type[forward], 6),
+                       weight[forward])
+    # In a PyG layer: out_j = W1 x_j + W2 sum_i w_(i,k,j) x_i; gradients
+    # reach the degree embedding.
+    conv = GraphConv(4, 3)
+    x = torch.randn(6, 4)
+    out = conv(x, edge_index, weight)
+    by_hand = conv.lin_root(x) + conv.lin_rel(torch.zeros(6, 4).index_add_(
+        0, edge_index[1], weight.unsqueeze(-1) * x[edge_index[0]]))
+    assert torch.allclose(out, by_hand, atol=1e-6)
+    out.sum().backward()
+    assert all(p.grad is not None and p.grad.abs().sum() > 0
+               for p in layer.lin.parameters())
+
+
+def test_the_layer_speaks_of_edge_types():
+    layer = DegreeEmbedding(6, 8, 5)
+    edge_index = torch.tensor([[0, 1, 2], [1, 2, 3]])
+    with pytest.raises(ValueError, match=r'outside \[0, 6\): this '
+                       'DegreeEmbedding was built for 6 edge types '
+                       r'\(3 relations and their inverses\)'):
+        layer(edge_index, torch.tensor([0, 1, 7]))
+    with pytest.raises(ValueError, match="half of this DegreeEmbedding's 6 "
+                       'edge types'):
+        layer.edge_weight(edge_index, torch.tensor([0, 4, 5]))

@@ -6,6 +6,7 @@ from torch import Tensor
 from torch.nn import LSTM, Embedding, Linear, Module
 
 from ..features import DegreeSets, PrefixTrie, extend_trie, reverse_padded
+from ..kg import index_tensor
 from ..resolve import resolve_graph
 from ..typed_graph import SourceWeights, TypedGraph
 from .trie_lstm import TrieLSTM
@@ -141,8 +142,38 @@ class DegreeEmbedding(Module):
                              f'reads graphs with inverse edges (K = 2R)')
         graph = resolve_graph(edge_index, edge_type, num_nodes,
                               num_relations=self.num_edge_types // 2,
-                              device=self.embedding.weight.device)
+                              device=self.embedding.weight.device,
+                              owner=f'this {type(self).__name__}')
         return self.source_weights(graph).to_dense()
+
+    def edge_weight(self, edge_index: Tensor, edge_type: Tensor,
+                    num_nodes: Optional[int] = None) -> Tensor:
+        r""":math:`\rho` as one weight per edge, for PyG's layers that take
+        an :obj:`edge_weight` (:class:`~torch_geometric.nn.conv.GraphConv`,
+        :class:`~torch_geometric.nn.conv.GCNConv`, ...): an edge
+        :math:`i \xrightarrow{k} j` gets the weight its source gives its
+        type,
+
+        .. math::
+            w_{(i, k, j)} = \rho_{i, k},
+
+        where :math:`\rho` is computed on the graph of these edges (as by
+        :meth:`forward`, with inverse edges added to types below
+        :math:`K / 2`).  Differentiable: the layer trains with the network
+        that uses the weights.
+
+        Args:
+            edge_index (torch.Tensor): Edge indices of shape :obj:`[2, E]`.
+            edge_type (torch.Tensor): Edge types in :math:`[0, K)`, shape
+                :obj:`[E]`.
+            num_nodes (int, optional): The number of entities :math:`N`.
+
+        :rtype: :class:`torch.Tensor` of shape :obj:`[E]`
+        """
+        rho = self(edge_index, edge_type, num_nodes)
+        edge_index = index_tensor(edge_index, 'edge_index').to(rho.device)
+        edge_type = index_tensor(edge_type, 'edge_type').to(rho.device)
+        return rho[edge_index[0], edge_type]
 
     def source_weights(self, graph: TypedGraph,
                        nodes: Optional[Tensor] = None,

@@ -1,0 +1,108 @@
+r"""Rules in AnyBURL's format: hand-checked lines on a toy KG, a round trip
+through a file, and AnyBURL's own lines read back."""
+import pytest
+import torch
+
+from conftest import chain_kg
+from pyg_degreembed import AppliedRules, compute_ranks
+from pyg_degreembed.anyburl import anyburl_lines, read_anyburl, write_anyburl
+from pyg_degreembed.cli import main
+from pyg_degreembed.io import KGFormatError
+from pyg_degreembed.kg import split_triples
+
+
+def test_lines_of_the_chain_kg_by_hand():
+    # r2 = r0 then r1 for every entity x: the body r0(X,A), r1(A,Y) joins
+    # the pairs (x, y) of all r2 triples (every split) with x != y (object
+    # identity), and the training triples of r2 among them are correct.
+    kg = chain_kg()
+    rules = AppliedRules.mine(kg, 2)
+    lines = anyburl_lines(rules, kg.relation_names)
+    pairs = sum(int((kg[f'{s}_edge_index'][0] !=
+                     kg[f'{s}_edge_index'][1]).sum())
+                for s in ('train', 'valid', 'test'))
+    correct = int((kg.train_edge_index[0] != kg.train_edge_index[1]).sum())
+    assert (pairs, correct) == (58, 38)  # 60 and 40, less x = y
+    assert f'58\t38\t{38 / 58!r}\tr2(X,Y) <= r0(X,A), r1(A,Y)' in lines
+    assert sum(line.endswith('r0(X,A), r1(A,Y)') for line in lines) == 1
+    for line in lines:
+        predictions, correct, confidence, rule = line.split('\t')
+        assert float(confidence) == int(correct) / int(predictions)
+        assert rule.count('(X,') + rule.count(',X)') == 2  # head + 1 atom
+    confidences = [float(line.split('\t')[2]) for line in lines]
+    assert confidences == sorted(confidences, reverse=True)
+
+
+def test_round_trip_through_a_file(tmp_path):
+    kg = chain_kg()
+    mined = AppliedRules.mine(kg, 2)
+    path = str(tmp_path / 'rules.txt')
+    assert write_anyburl(path, mined, kg.relation_names) == \
+        len(anyburl_lines(mined, kg.relation_names))
+    read = read_anyburl(path, kg.relation_names)
+    # Both directions of every rule come back, with the same confidences.
+    assert torch.equal(read.rule_key, mined.rule_key)
+    assert torch.allclose(read.confidence, mined.confidence)
+    assert read.skipped == 0
+    ranks = [compute_ranks(r, kg, 'test').ranks['realistic']
+             for r in (mined, read)]
+    assert torch.equal(ranks[0], ranks[1])
+
+
+def test_anyburl_lines_read_back(tmp_path):
+    kg = chain_kg()  # relations r0, r1, r2
+    path = tmp_path / 'anyburl.txt'
+    path.write_text(
+        '90\t45\t0.5\tr2(X,Y) <= r1(A,Y), r0(X,A)\n'  # atoms in any order
+        '10\t9\t0.9\tr2(X,e5) <= r0(X,A)\n'  # a constant: skipped
+        '10\t9\t0.9\tr2(X,Y) <= r0(Y,A)\n'  # acyclic: skipped
+        '10\t2\t0.2\tr0(X,Y) <= r1(Y,X)\n'  # inverse atom
+        '5\t5\t1.0\tr1(X,e3)\n')  # no body: skipped
+    rules = read_anyburl(str(path), kg.relation_names, unseen=10.)
+    assert rules.skipped == 3
+    found = {(q, body.body): body.confidence for q in range(6)
+             for body in rules.rules(q)}
+    # r2 by r0 then r1; its heads (query 2 + 3) by inverse r1 then inverse
+    # r0; r0 by inverse r1, and r0's heads (query 3) by r1.
+    assert found == {(2, (0, 1)): 45 / 100, (5, (4, 3)): 45 / 100,
+                     (0, (4, )): 2 / 20, (3, (1, )): 2 / 20}
+    bad = tmp_path / 'bad.txt'
+    bad.write_text('90\t45\t0.5\tr2(X,Y) <= r0(X,A), r1(A,Y)\n'
+                   '3\t1\t0.3\tr9(X,Y) <= r0(X,Y)\n')
+    with pytest.raises(KGFormatError, match=r"bad.txt:2: unknown relation "
+                       "'r9'"):
+        read_anyburl(str(bad), kg.relation_names)
+    bad.write_text('90\t45\tr2(X,Y) <= r0(X,A), r1(A,Y)\n')
+    with pytest.raises(KGFormatError, match='bad.txt:1: expected 4 '
+                       'tab-separated fields'):
+        read_anyburl(str(bad), kg.relation_names)
+    bad.write_text('4\t5\t1.2\tr2(X,Y) <= r0(X,A), r1(A,Y)\n')
+    with pytest.raises(KGFormatError, match='5 correct predictions of 4'):
+        read_anyburl(str(bad), kg.relation_names)
+
+
+def test_command_line_writes_and_applies_anyburl_rules(tmp_path, capsys):
+    kg = chain_kg()
+    folder = tmp_path / 'chain'
+    folder.mkdir()
+    for split in ('facts', 'train', 'valid', 'test'):
+        (folder / f'{split}.txt').write_text(''.join(
+            f'e{h}\tr{r}\te{t}\n' for h, r, t in
+            split_triples(kg, split).t().tolist()))
+    checkpoint = str(tmp_path / 'chain.pt')
+    assert main(['train', '--dataset', str(folder), '--dim', '4',
+                 '--epochs', '1', '--checkpoint', checkpoint,
+                 '--no-progress', '--scorer', 'rules']) == 0
+    capsys.readouterr()
+    assert main(['rules', '--checkpoint', checkpoint, '--format',
+                 'anyburl']) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert 'r2(X,Y) <= r0(X,A), r1(A,Y)' in lines[0]
+    assert all(len(line.split('\t')) == 4 for line in lines)
+    rules = tmp_path / 'rules.txt'
+    rules.write_text('\n'.join(lines) + '\n')
+    assert main(['evaluate', '--checkpoint', checkpoint, '--anyburl',
+                 str(rules)]) == 0
+    out = capsys.readouterr().out
+    assert f'cyclic path rules of {rules} (0 other rules skipped)' in out
+    assert 'filtered test metrics' in out
