@@ -16,9 +16,10 @@ predictions are the *training* queries a rule answers, the facts of a KG
 that has a :obj:`facts` split being its evidence only, so on such KGs the
 confidences are lower than AnyBURL's by about the training share of the
 observed triples, for every rule alike (the order of the rules is what
-ranking uses).  A path rule of :class:`~pyg_degreembed.AppliedRules` answers one
-query direction; AnyBURL's rule answers both, so a rule of an inverse query
-:math:`r^{-1}(X, Y) \Leftarrow k_1(X, A), \ldots` is written as the rule of
+ranking uses).  A path rule of :class:`~pyg_degreembed.AppliedRules`
+answers one query direction; AnyBURL's rule answers both, so a rule of an
+inverse query :math:`r^{-1}(X, Y) \Leftarrow k_1(X, A), \ldots` is
+written as the rule of
 :math:`r` whose body is the reversed path (the same rule: the two
 directions of one rule have the same counts, and where both are mined the
 forward one is written).

@@ -216,6 +216,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "checkpoint)")
     p.add_argument('--split', default='test', choices=['valid', 'test'],
                    help='the triples to rank')
+    p.add_argument('--untyped', action='store_true',
+                   help='in a typed KG (entity_types.txt), rank among all '
+                   "entities, not only those of the answer's type")
     p.add_argument('--anyburl', default=None,
                    help='rank with the rules of this AnyBURL rule file '
                    "instead (cyclic path rules; the checkpoint's model "
@@ -230,6 +233,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--relation', required=True,
                    help="relation name (inv_<name> asks for heads)")
     p.add_argument('--k', type=int, default=10, help='answers to show')
+    p.add_argument('--untyped', action='store_true',
+                   help='in a typed KG (entity_types.txt), list entities of '
+                   "any type, not only the relation's answer type")
     p.add_argument('--show-known', action='store_true',
                    help='also list answers already in the KG and the head '
                    'itself, marked')
@@ -471,12 +477,13 @@ def cmd_evaluate(args):
         print(f'scorer: {scorer.rule_key.numel() // 2} cyclic path rules of '
               f'{args.anyburl} ({scorer.skipped} other rules skipped), the '
               'model breaking ties')
-        return _report(scorer, data, args.split, args.json)
+        return _report(scorer, data, args.split, args.json,
+                       typed=not args.untyped)
     scorer = scorer_from_checkpoint(payload, model, args.scorer)
     if scorer is not model:
         print('scorer: the applied rules, the model as tie-break '
               '(--scorer model: the model alone)')
-    _report(scorer, data, args.split, args.json)
+    _report(scorer, data, args.split, args.json, typed=not args.untyped)
 
 
 def cmd_predict(args):
@@ -486,7 +493,8 @@ def cmd_predict(args):
     if args.k < 0:
         raise CLIError(f'--k must be at least 0, got {args.k}')
     answers = predict(model, data, head, relation, args.k,
-                      filter_known=not args.show_known)
+                      filter_known=not args.show_known,
+                      typed=not args.untyped)
     print(f'{args.head} {relation_name(data, relation)} ?')
     if args.show_known:
         print('filter: none (answers already in the KG are marked '
@@ -683,14 +691,18 @@ def _relation(data, name: str) -> int:
                    f"{', '.join(names[:10])}{more})")
 
 
-def _report(model, data, split, json_path, quiet=False, progress=True):
-    ranks = compute_ranks(model, data, split, progress=progress and not quiet)
+def _report(model, data, split, json_path, quiet=False, progress=True,
+            typed=True):
+    ranks = compute_ranks(model, data, split, progress=progress and not quiet,
+                          typed=typed)
     metrics = {tie: ranks.metrics(tie, list(data.relation_names))
                for tie in TIE_POLICIES}
     if quiet:
         return
     print(f'\nfiltered {split} metrics ({ranks.relation.numel()} queries, '
-          'both directions)')
+          'both directions' + (', typed: each answer ranked among the '
+                               'entities of its type' if ranks.typed
+                               else '') + ')')
     print(f"{'ties':<12}{'MRR':>8}{'MR':>9}{'H@1':>8}{'H@3':>8}{'H@10':>8}"
           f"{'H@10(50)':>10}")
     for tie, m in metrics.items():
@@ -699,7 +711,8 @@ def _report(model, data, split, json_path, quiet=False, progress=True):
     print('H@10(50): expected Hits@10 among the answer and 49 random '
           'non-answers (GraIL)')
     if json_path:
-        save_json(json_path, {'split': split, 'metrics': metrics})
+        save_json(json_path, {'split': split, 'typed': ranks.typed,
+                              'metrics': metrics})
         print(f'metrics: {json_path}')
 
 

@@ -98,7 +98,11 @@ def from_hetero_data(data: HeteroData) -> Data:
     :obj:`edge_index` must be their union; otherwise its :obj:`edge_index`
     holds its training triples (so a store with :obj:`edge_index` and
     :obj:`test_edge_index` keeps both).  A store without any, or a graph
-    without node types, is refused."""
+    without node types, is refused.  The KG keeps the node types
+    (:obj:`node_type`, :obj:`node_type_names`, and :obj:`relation_types`,
+    each relation's source and destination type), so that answers are
+    ranked among entities of the right type
+    (:func:`~pyg_degreembed.kg.answer_types`)."""
     if not data.node_types:
         raise ValueError('The HeteroData has no node type (set '
                          "data['entity'].num_nodes)")
@@ -140,7 +144,17 @@ def from_hetero_data(data: HeteroData) -> Data:
                 edge_index[1] + offsets[dst],
             ]))
     triples = {s: torch.cat(v, dim=1) for s, v in splits.items() if v}
-    return kg_data(len(names), len(relations), triples, names, relations)
+    kg = kg_data(len(names), len(relations), triples, names, relations)
+    # The node types, for typed ranking (kg.answer_types).
+    type_id = {node_type: i for i, node_type in enumerate(data.node_types)}
+    kg.node_type = torch.cat([
+        torch.full((data[node_type].num_nodes, ), i, dtype=torch.long)
+        for node_type, i in type_id.items()])
+    kg.node_type_names = list(data.node_types)
+    kg.relation_types = torch.tensor(
+        [[type_id[src], type_id[dst]] for src, _, dst in data.edge_types],
+        dtype=torch.long).view(-1, 2)
+    return kg
 
 
 def _check_observed(store, edge_type):

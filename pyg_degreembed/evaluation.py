@@ -20,7 +20,7 @@ form from each query's counts of better, tied and all non-answers
 import inspect
 import math
 from typing import (Any, Callable, Dict, List, NamedTuple, Optional,
-                    Sequence, Union)
+                    Sequence, Tuple, Union)
 
 import torch
 from torch import Tensor
@@ -28,7 +28,7 @@ from torch.nn import Module
 
 from .convert import as_kg
 from .distributed import gather_strided, world
-from .kg import GRAPH_SPLITS, all_triples, split_triples
+from .kg import GRAPH_SPLITS, all_triples, answer_types, split_triples
 from .progress import Progress
 from .ragged import ragged_arange
 from .resolve import resolve_graph
@@ -93,8 +93,8 @@ class TrueAnswers:
 
 
 def filtered_ranks(scores: Tensor, target: Tensor,
-                   true_pairs: Optional[Sequence[Tensor]] = None
-                   ) -> Dict[str, Tensor]:
+                   true_pairs: Optional[Sequence[Tensor]] = None,
+                   allowed: Optional[Tensor] = None) -> Dict[str, Tensor]:
     r"""Ranks of the targets among the filtered candidates under all three
     tie policies.
 
@@ -104,6 +104,10 @@ def filtered_ranks(scores: Tensor, target: Tensor,
         true_pairs (Tuple[torch.Tensor, torch.Tensor], optional): Known true
             answers :obj:`(query index, entity)` to filter out (the target
             itself may be among them). (default: :obj:`None`)
+        allowed (torch.Tensor, optional): The entities each query may
+            rank at all, a boolean mask :obj:`[B, N]` (typed ranking: the
+            entities of the answer's node type). (default: :obj:`None`,
+            every entity)
 
     :rtype: :obj:`Dict[str, torch.Tensor]` of float ranks :obj:`[B]` per tie
         policy, and under :obj:`"candidates"` the number of candidates
@@ -118,7 +122,9 @@ def filtered_ranks(scores: Tensor, target: Tensor,
     if true_pairs is not None:
         rows = torch.cat([rows, true_pairs[0]])
         target = torch.cat([target, true_pairs[1]])
-    candidate = torch.ones_like(scores, dtype=torch.bool).index_put(
+    candidate = torch.ones_like(scores, dtype=torch.bool) if allowed is None \
+        else allowed.clone()
+    candidate = candidate.index_put(
         (rows, target), torch.tensor(False, device=scores.device))
     better = ((scores > target_score) & candidate).sum(dim=1)
     tied = ((scores == target_score) & candidate).sum(dim=1)
@@ -217,6 +223,8 @@ class Ranks(NamedTuple):
     relation: Tensor
     direction: Tensor
     candidates: Optional[Tensor] = None
+    #: Whether the candidates were the entities of the answer's node type.
+    typed: bool = False
 
     def metrics(self, tie: str = 'realistic',
                 relation_names: Optional[List[str]] = None) -> Dict:
@@ -259,7 +267,8 @@ def compute_ranks(model: Module, data: Any,
                   triples: Union[str, Tensor] = 'test',
                   true_answers: Optional[TrueAnswers] = None,
                   batch_size: int = 256, progress: bool = False,
-                  remove_edge: Optional[bool] = None) -> Ranks:
+                  remove_edge: Optional[bool] = None,
+                  typed: bool = True) -> Ranks:
     r"""Filtered ranks of a model on triples of a KG, both directions pooled
     (all tail queries, then all head queries, in the order of the triples).
     Triples that are edges of the observed graph (the :obj:`"train"` and
@@ -289,13 +298,18 @@ def compute_ranks(model: Module, data: Any,
         remove_edge (bool, optional): Leave each query's own edge out;
             :obj:`None` does so for the splits :obj:`"train"` and
             :obj:`"facts"` if the model can. (default: :obj:`None`)
+        typed (bool, optional): In a KG with node types (built from a
+            :obj:`HeteroData`), rank each answer among the entities of its
+            node type only (:func:`~pyg_degreembed.kg.answer_types`); an
+            untyped KG ranks among all entities either way.
+            (default: :obj:`True`)
     """
     return _ranks(model, data, as_kg(data), triples, true_answers,
-                  batch_size, progress, remove_edge)
+                  batch_size, progress, remove_edge, typed)
 
 
 def _ranks(model, data, kg, triples, true_answers, batch_size, progress,
-           remove_edge=None):
+           remove_edge=None, typed=True):
     # compute_ranks with the KG already read (the graph is looked up from
     # `data`, whose tensors key the cache).
     can = 'remove_tail' in inspect.signature(model.forward).parameters
@@ -318,14 +332,15 @@ def _ranks(model, data, kg, triples, true_answers, batch_size, progress,
         model, graph, triples, true_answers, batch_size,
         progress=lambda total: Progress(total, 'evaluating',
                                         enabled=progress),
-        remove_edge=remove_edge)
+        remove_edge=remove_edge, types=answer_types(kg) if typed else None)
 
 
 @torch.no_grad()
 def rank_queries(model: Module, graph: TypedGraph, triples: Tensor,
                  true_answers: TrueAnswers, batch_size: int = 256,
                  progress: Optional[Callable[[int], Progress]] = None,
-                 remove_edge: bool = False) -> Ranks:
+                 remove_edge: bool = False,
+                 types: Optional[Tuple[Tensor, Tensor]] = None) -> Ranks:
     r""":func:`compute_ranks` on a prepared graph (the inner loop, as used
     by :func:`~pyg_degreembed.fit` for validation).
 
@@ -343,10 +358,15 @@ def rank_queries(model: Module, graph: TypedGraph, triples: Tensor,
             and that edge's inverse (:obj:`model(..., remove_tail=answer)`),
             for triples that are edges of :obj:`graph`.
             (default: :obj:`False`)
+        types (Tuple[torch.Tensor, torch.Tensor], optional): Typed
+            ranking: the node type of each entity and of each query
+            relation's answers (:func:`~pyg_degreembed.kg.answer_types`).
+            (default: :obj:`None`, untyped)
     """
     num_processes, process = world()
     local = _local_ranks(model, graph, triples[:, process::num_processes],
-                         true_answers, batch_size, progress, remove_edge)
+                         true_answers, batch_size, progress, remove_edge,
+                         types)
     if num_processes > 1:
         parts = [None] * num_processes
         torch.distributed.all_gather_object(parts, local)
@@ -361,11 +381,11 @@ def rank_queries(model: Module, graph: TypedGraph, triples: Tensor,
     candidates = local.pop('candidates')
     return Ranks(local, relation=torch.cat([triples[1], triples[1]]).cpu(),
                  direction=torch.cat([torch.zeros(n), torch.ones(n)]).long(),
-                 candidates=candidates)
+                 candidates=candidates, typed=types is not None)
 
 
 def _local_ranks(model, graph, triples, true_answers, batch_size,
-                 progress, remove_edge):
+                 progress, remove_edge, types=None):
     R = true_answers.num_edge_types // 2
     device = graph.device
     head, relation, answer = (t.to(device)
@@ -382,7 +402,10 @@ def _local_ranks(model, graph, triples, true_answers, batch_size,
         t = answer[start:start + batch_size]
         scores = model(graph, h, q, remove_tail=t) if remove_edge else \
             model(graph, h, q)
-        ranks = filtered_ranks(scores, t, true_answers.lookup(h, q))
+        allowed = None if types is None else \
+            types[0].to(device) == types[1].to(device)[q].unsqueeze(1)
+        ranks = filtered_ranks(scores, t, true_answers.lookup(h, q),
+                               allowed)
         for key in KEYS:
             parts[key].append(ranks[key].cpu())
         if report is not None:
@@ -397,14 +420,16 @@ def _local_ranks(model, graph, triples, true_answers, batch_size,
 
 
 def evaluate(model: Module, data: Any, split: Union[str, Tensor] = 'test',
-             tie: str = 'realistic', batch_size: int = 256) -> Dict:
+             tie: str = 'realistic', batch_size: int = 256,
+             typed: bool = True) -> Dict:
     r"""Filtered MR, MRR and Hits@1/3/10 of a model on a split of a KG (or
     given triples), both directions pooled, overall and per relation named
     by the KG's :obj:`relation_names` (see :func:`compute_ranks` and
-    :meth:`Ranks.metrics`)."""
+    :meth:`Ranks.metrics`); typed in a KG with node types unless
+    :obj:`typed=False`."""
     kg = as_kg(data)
-    return _ranks(model, data, kg, split, None, batch_size,
-                  False).metrics(tie, list(kg.relation_names))
+    return _ranks(model, data, kg, split, None, batch_size, False,
+                  typed=typed).metrics(tie, list(kg.relation_names))
 
 
 __all__ = ['TrueAnswers', 'filtered_ranks', 'rank_metrics', 'compute_ranks',

@@ -215,8 +215,13 @@ def load_neural_lp(folder: str) -> Data:
 
     Args:
         folder (str): The folder with :obj:`train.txt`, :obj:`valid.txt`,
-            :obj:`test.txt`, and optionally :obj:`facts.txt` and (both or
-            neither) :obj:`entities.txt` and :obj:`relations.txt`.
+            :obj:`test.txt`, and optionally :obj:`facts.txt`, (both or
+            neither) :obj:`entities.txt` and :obj:`relations.txt`, and
+            :obj:`entity_types.txt` (:obj:`entity<TAB>type` lines, every
+            entity typed): a typed KG, whose answers are ranked among the
+            entities of their type (:func:`~pyg_degreembed.kg.answer_types`;
+            each relation must join one source type to one destination
+            type).
     """
     if not osp.isdir(folder):
         raise KGFormatError(folder, 0, 'not a folder')
@@ -258,8 +263,56 @@ def load_neural_lp(folder: str) -> Data:
     if splits['train'].size(1) == 0:
         raise KGFormatError(osp.join(folder, 'train.txt'), 0,
                             'empty file: no training triples')
-    return kg_data(len(entity_ids), len(relation_ids), splits,
+    data = kg_data(len(entity_ids), len(relation_ids), splits,
                    list(entity_ids), list(relation_ids))
+    types = osp.join(folder, 'entity_types.txt')
+    if osp.exists(types):
+        read_entity_types(types, data, entity_ids)
+    return data
+
+
+def read_entity_types(path: str, data: Data, entity_ids: Dict[str, int]):
+    r"""Reads :obj:`entity<TAB>type` lines into :obj:`data.node_type`,
+    :obj:`data.node_type_names` and :obj:`data.relation_types` (see
+    :func:`~pyg_degreembed.kg.answer_types`)."""
+    node_type = torch.full((len(entity_ids), ), -1, dtype=torch.long)
+    type_ids: Dict[str, int] = {}
+    for i, line in read_lines(path):
+        fields = line.split('\t')
+        if len(fields) != 2 or not all(fields):
+            raise KGFormatError(path, i, 'expected 2 tab-separated fields '
+                                '(entity, type)')
+        if fields[0] not in entity_ids:
+            raise KGFormatError(path, i, f'unknown entity {fields[0]!r}')
+        if node_type[entity_ids[fields[0]]] >= 0:
+            raise KGFormatError(path, i, f'entity {fields[0]!r} typed twice')
+        node_type[entity_ids[fields[0]]] = type_ids.setdefault(
+            fields[1], len(type_ids))
+    untyped = (node_type < 0).nonzero().view(-1)
+    if untyped.numel():
+        raise KGFormatError(path, 0, f'{untyped.numel()} entities without a '
+                            f'type (first: '
+                            f'{data.entity_names[int(untyped[0])]!r})')
+    relation_types = torch.full((data.num_relations, 2), -1,
+                                dtype=torch.long)
+    names = list(type_ids)
+    for split in SPLITS:
+        (h, t), r = data[f'{split}_edge_index'], data[f'{split}_edge_type']
+        for end, ends in ((0, h), (1, t)):
+            for rel, kind in torch.unique(torch.stack([r, node_type[ends]]),
+                                          dim=1).t().tolist():
+                if int(relation_types[rel, end]) not in (-1, kind):
+                    raise KGFormatError(
+                        path, 0, f'relation {data.relation_names[rel]!r} '
+                        f"joins {'sources' if end == 0 else 'destinations'} "
+                        f'of the types '
+                        f'{names[int(relation_types[rel, end])]!r} and '
+                        f'{names[kind]!r}: a typed KG needs one source and '
+                        'one destination type per relation')
+                relation_types[rel, end] = kind
+    data.node_type = node_type
+    data.node_type_names = names
+    data.relation_types = relation_types
 
 
 def load_triples_file(path: str,

@@ -199,6 +199,21 @@ def all_triples(data: Data) -> Tensor:
     return torch.cat([split_triples(data, s) for s in SPLITS], dim=1)
 
 
+def answer_types(data: Data) -> Optional[Tuple[Tensor, Tensor]]:
+    r"""The node types of a typed KG (one built from a
+    :class:`~torch_geometric.data.HeteroData`): the type of each entity
+    (:obj:`data.node_type`, shape :obj:`[N]`) and the type of the answers of
+    each query relation :math:`q \in [0, 2R)` (shape :obj:`[2R]`: the
+    destination type of relation :math:`q`, the source type of
+    :math:`q - R` for an inverse query), from :obj:`data.relation_types`
+    (:obj:`[R, 2]`, source and destination type).  :obj:`None` for an
+    untyped KG."""
+    if 'node_type' not in data or 'relation_types' not in data:
+        return None
+    types = data.relation_types
+    return data.node_type, torch.cat([types[:, 1], types[:, 0]])
+
+
 def relation_name(data: Data, edge_type: int) -> str:
     r"""The name of edge type :obj:`edge_type` of a KG (see
     :func:`edge_type_name`)."""

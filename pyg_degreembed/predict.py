@@ -6,7 +6,7 @@ import torch
 from torch.nn import Module
 
 from .convert import as_kg
-from .kg import all_triples
+from .kg import all_triples, answer_types
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,8 @@ def reflexive(data: Any, relation: int) -> bool:
 
 @torch.no_grad()
 def predict(model: Module, data: Any, head: int, relation: int,
-            k: int = 10, filter_known: bool = True) -> List[Prediction]:
+            k: int = 10, filter_known: bool = True,
+            typed: bool = True) -> List[Prediction]:
     r"""The top-:obj:`k` answers of :obj:`(head, relation, ?)` on the KG's
     observed graph, best first; entities the model gives score 0 (no rule
     path reaches them) are never listed.
@@ -57,6 +58,10 @@ def predict(model: Module, data: Any, head: int, relation: int,
         k (int, optional): How many answers at most. (default: :obj:`10`)
         filter_known (bool, optional): Leave out known triples and the
             head. (default: :obj:`True`)
+        typed (bool, optional): In a KG with node types (built from a
+            :obj:`HeteroData`), list only entities of the relation's answer
+            type (:func:`~pyg_degreembed.kg.answer_types`).
+            (default: :obj:`True`)
     """
     if not isinstance(k, int) or isinstance(k, bool):
         raise TypeError(f"'k' must be a whole number, got {k!r}")
@@ -72,6 +77,9 @@ def predict(model: Module, data: Any, head: int, relation: int,
     known = torch.zeros_like(scores, dtype=torch.bool)
     known[triples[answer][match]] = True
     candidate = scores > 0
+    types = answer_types(kg) if typed else None
+    if types is not None:
+        candidate &= types[0].cpu() == types[1][relation].cpu()
     if filter_known:
         candidate &= ~known
         if not reflexive(kg, relation):

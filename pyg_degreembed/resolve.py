@@ -230,5 +230,5 @@ def _refuse_doubled(edge_index, edge_type, num_nodes: int, R: int,
         raise ValueError(
             f'The graph already holds inverse edges for {R // 2} relations '
             f'(type r + {R // 2} is the inverse of r), but '
-            f'{built_for(R, owner)}; build it for {R // 2} relations (PyG\'s '
+            f'{built_for(R, owner)}; build it with {R // 2} relations (PyG\'s '
             f'RelLinkPredDataset.num_relations counts the inverse relations)')

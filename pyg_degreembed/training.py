@@ -19,7 +19,8 @@ from .distributed import (all_reduce_gradients, all_reduce_sum,
                           broadcast_parameters, world)
 from .evaluation import TrueAnswers, both_directions, rank_queries
 from .files import check_writable, exclusive
-from .kg import all_triples, check_positive_ints, split_triples
+from .kg import (all_triples, answer_types, check_positive_ints,
+                 split_triples)
 from .progress import Progress, log_line
 from .threads import ThreadGuard, training_probe
 from .version import __version__
@@ -118,6 +119,10 @@ def fit(
     of the epoch with the best filtered validation MRR (realistic ties).
     A KG without validation triples trains for all :obj:`epochs` and keeps
     the last weights, with a warning.
+
+    In a KG with node types (from a :obj:`HeteroData`) the validation
+    ranks each answer among the entities of its type, as
+    :func:`~pyg_degreembed.compute_ranks` does.
 
     The training queries are the :obj:`train` triples in both directions,
     shuffled every epoch.  Each query is answered on the observed graph
@@ -375,8 +380,9 @@ def _fit_epochs(run, device, eval_batch_size, progress, progress_interval,
             return run.result
         valid_mrr = rank_queries(
             model, run.graph, run.valid, run.true_answers, eval_batch_size,
-            progress=lambda total: reporter(total, f'validation {epoch}')
-        ).metrics()['mrr'] if validate else float('nan')
+            progress=lambda total: reporter(total, f'validation {epoch}'),
+            types=answer_types(run.kg)).metrics()['mrr'] \
+            if validate else float('nan')
         improved = run.record(epoch, mean_loss, seconds, valid_mrr, validate)
         if log is not None and run.is_main:
             log(f'epoch {epoch:3d}  loss {mean_loss:.4f}  '

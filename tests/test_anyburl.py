@@ -106,3 +106,12 @@ def test_command_line_writes_and_applies_anyburl_rules(tmp_path, capsys):
     out = capsys.readouterr().out
     assert f'cyclic path rules of {rules} (0 other rules skipped)' in out
     assert 'filtered test metrics' in out
+
+
+def test_rules_without_counts_are_refused():
+    kg = chain_kg()
+    mined = AppliedRules.mine(kg, 2)
+    payload = mined.to_payload()
+    del payload['support'], payload['groundings']  # an earlier checkpoint
+    with pytest.raises(ValueError, match='carry no counts'):
+        anyburl_lines(AppliedRules.from_payload(payload), kg.relation_names)

@@ -1,0 +1,134 @@
+r"""Typed ranking: a KG with node types (HeteroData, or a folder with
+entity_types.txt) ranks each answer among the entities of its type, checked
+against a brute-force typed ranking."""
+import pytest
+import torch
+from torch_geometric import seed_everything
+from torch_geometric.data import HeteroData
+
+from pyg_degreembed import (RuleReasoner, as_kg, compute_ranks, load_neural_lp,
+                            predict)
+from pyg_degreembed.cli import main
+from pyg_degreembed.io import KGFormatError
+from pyg_degreembed.kg import all_triples, answer_types, split_triples
+
+
+def people_companies_cities() -> HeteroData:
+    h = HeteroData()
+    h['person'].num_nodes = 6
+    h['company'].num_nodes = 2
+    h['city'].num_nodes = 2
+    h['person', 'works_at', 'company'].edge_index = torch.tensor(
+        [[0, 1, 2, 3, 4, 5], [0, 0, 1, 1, 0, 1]])
+    h['person', 'knows', 'person'].edge_index = torch.tensor(
+        [[0, 1, 2, 3, 4, 1], [1, 2, 3, 4, 5, 5]])
+    h['person', 'lives_in', 'city'].edge_index = torch.tensor(
+        [[0, 1, 2, 3], [0, 0, 1, 1]])
+    h['person', 'lives_in', 'city'].test_edge_index = torch.tensor(
+        [[4, 5], [0, 1]])
+    h['person', 'works_at', 'company'].test_edge_index = torch.tensor(
+        [[0], [1]])
+    return h
+
+
+def brute_force_ranks(model, kg, typed: bool):
+    R = kg.num_relations
+    known = {tuple(t) for t in all_triples(kg).t().tolist()}
+    node_type = kg.node_type.tolist()
+    types = kg.relation_types.tolist()
+    out = []
+    for direction in (0, 1):
+        for h, r, t in split_triples(kg, 'test').t().tolist():
+            head, answer, q = (h, t, r) if direction == 0 else (t, h, r + R)
+            scores = model(kg, [head], [q])[0].tolist()
+            kind = types[r][1 - direction]
+            better = tied = 0
+            for e in range(kg.num_nodes):
+                triple = (head, r, e) if direction == 0 else (e, r, head)
+                if e == answer or triple in known or \
+                        typed and node_type[e] != kind:
+                    continue
+                better += scores[e] > scores[answer]
+                tied += scores[e] == scores[answer]
+            out.append(1 + better + tied / 2)
+    return torch.tensor(out, dtype=torch.double)
+
+
+def test_hetero_data_keeps_node_types():
+    kg = as_kg(people_companies_cities())
+    assert kg.node_type_names == ['person', 'company', 'city']
+    assert kg.node_type.tolist() == [0] * 6 + [1] * 2 + [2] * 2
+    names = list(kg.relation_names)
+    node_type, answer = answer_types(kg)
+    R = len(names)
+    assert answer[names.index('lives_in')] == 2  # a city
+    assert answer[names.index('lives_in') + R] == 0  # who lives there
+    assert answer[names.index('works_at')] == 1
+
+
+def test_typed_ranks_equal_a_brute_force_typed_ranking():
+    kg = as_kg(people_companies_cities())
+    seed_everything(0)
+    model = RuleReasoner(kg.num_relations, embedding_dim=8,
+                         hidden_channels=8)
+    model.eval()
+    with torch.no_grad():
+        for typed in (True, False):
+            ranks = compute_ranks(model, kg, 'test', typed=typed)
+            assert ranks.typed == typed
+            assert torch.equal(ranks.ranks['realistic'],
+                               brute_force_ranks(model, kg, typed))
+        typed = compute_ranks(model, kg, 'test').ranks['realistic']
+        untyped = compute_ranks(model, kg, 'test', typed=False)
+        assert (typed <= untyped.ranks['realistic']).all()
+        assert (typed < untyped.ranks['realistic']).any()
+
+
+def test_predict_lists_only_the_answer_type():
+    kg = as_kg(people_companies_cities())
+    seed_everything(0)
+    model = RuleReasoner(kg.num_relations, embedding_dim=8,
+                         hidden_channels=8)
+    lives_in = list(kg.relation_names).index('lives_in')
+    with torch.no_grad():
+        typed = predict(model, kg, 4, lives_in, k=10, filter_known=False)
+        untyped = predict(model, kg, 4, lives_in, k=10, filter_known=False,
+                          typed=False)
+    assert typed and all(kg.node_type[a.entity] == 2 for a in typed)
+    assert any(kg.node_type[a.entity] != 2 for a in untyped)
+
+
+def test_a_folder_with_entity_types(tmp_path, capsys):
+    folder = tmp_path / 'typed'
+    folder.mkdir()
+    h = people_companies_cities()
+    kg = as_kg(h)
+    for split in ('train', 'valid', 'test'):
+        triples = split_triples(kg, split if split != 'valid' else 'test')
+        (folder / f'{split}.txt').write_text(''.join(
+            f'{kg.entity_names[a]}\t{kg.relation_names[r]}\t'
+            f'{kg.entity_names[b]}\n' for a, r, b in triples.t().tolist()
+            if split != 'valid' or r == 0))
+    (folder / 'valid.txt').write_text('')
+    (folder / 'test.txt').write_text('person/4\tlives_in\tcity/0\n')
+    (folder / 'entity_types.txt').write_text(''.join(
+        f'{name}\t{name.split("/")[0]}\n' for name in kg.entity_names))
+    data = load_neural_lp(str(folder))
+    node_type, answer = answer_types(data)
+    lives_in = list(data.relation_names).index('lives_in')
+    assert data.node_type_names[int(answer[lives_in])] == 'city'
+    checkpoint = str(tmp_path / 'typed.pt')
+    assert main(['train', '--dataset', str(folder), '--dim', '4',
+                 '--epochs', '1', '--checkpoint', checkpoint,
+                 '--no-progress']) == 0
+    assert 'typed: each answer ranked among the entities of its type' in \
+        capsys.readouterr().out
+    assert main(['evaluate', '--checkpoint', checkpoint, '--untyped']) == 0
+    assert 'typed' not in capsys.readouterr().out
+    # A relation joining two types of destinations is refused.
+    with open(folder / 'train.txt', 'a') as f:
+        f.write('person/0\tlives_in\tcompany/1\n')
+    with pytest.raises(KGFormatError, match="entity_types.txt: relation "
+                       "'lives_in' joins destinations of the types 'company' "
+                       "and 'city'|'city' and 'company'"):
+        load_neural_lp(str(folder))
