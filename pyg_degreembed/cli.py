@@ -48,6 +48,7 @@ from .rule_length import choose_num_steps, reach_shares
 from .runtime import retain_freed_memory
 from .saturation import saturation, saturation_table
 from .training import fit
+from .version import __version__
 
 MODELS = {
     'degreembed': (DegreEmbedReasoner, {}),
@@ -58,6 +59,15 @@ MODELS = {
 
 class CLIError(Exception):
     r"""A user error reported as one line."""
+
+
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    r"""Shows defaults, and marks required options as required instead of
+    showing a default they do not have."""
+    def _get_help_string(self, action):
+        if action.required:
+            return f'{action.help} (required)'
+        return super()._get_help_string(action)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -120,12 +130,14 @@ def build_parser() -> argparse.ArgumentParser:
         prog='pyg-degreembed',
         description='Learn logic rules on knowledge graphs (DegreEmbed, '
         'DRUM, Neural LP), predict links and explain them.')
+    parser.add_argument('--version', action='version',
+                        version=f'pyg-degreembed {__version__}')
     sub = parser.add_subparsers(dest='command', required=True)
 
     def command(name, help):
         return sub.add_parser(
             name, help=help, description=help,
-            formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+            formatter_class=_HelpFormatter)
 
     # One default configuration: the training options take fit()'s and the
     # models' defaults.
@@ -214,8 +226,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--scorer', default='auto', choices=list(SCORERS),
                    help="'auto': the one train chose (recorded in the "
                    "checkpoint)")
-    p.add_argument('--split', default='test', choices=['valid', 'test'],
-                   help='the triples to rank')
+    p.add_argument('--split', default='test',
+                   choices=['train', 'valid', 'test'],
+                   help='the triples to rank (train: each query without '
+                   'its own edge, as in training)')
     p.add_argument('--untyped', action='store_true',
                    help='in a typed KG (entity_types.txt), rank among all '
                    "entities, not only those of the answer's type")
@@ -229,7 +243,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = command('predict', "top-k new answers of 'head relation ?'")
     _checkpoint_args(p)
-    p.add_argument('--head', required=True, help='head entity name')
+    p.add_argument('--head', required=True,
+                   help='head entity: a name, or #index')
     p.add_argument('--relation', required=True,
                    help="relation name (inv_<name> asks for heads)")
     p.add_argument('--k', type=int, default=10, help='answers to show')
@@ -267,10 +282,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = command('explain', 'the rule paths behind one predicted answer')
     _checkpoint_args(p)
-    p.add_argument('--head', required=True, help='head entity name')
+    p.add_argument('--head', required=True,
+                   help='head entity: a name, or #index')
     p.add_argument('--relation', required=True,
                    help="relation name (inv_<name> asks for heads)")
-    p.add_argument('--tail', required=True, help='the answer to explain')
+    p.add_argument('--tail', required=True,
+                   help='the answer to explain: a name, or #index')
     p.add_argument('--k', type=int, default=10, help='paths to show')
     p.add_argument('--remove-edge', action='store_true',
                    help='explain a known fact by the other evidence: '
@@ -495,7 +512,7 @@ def cmd_predict(args):
     answers = predict(model, data, head, relation, args.k,
                       filter_known=not args.show_known,
                       typed=not args.untyped)
-    print(f'{args.head} {relation_name(data, relation)} ?')
+    print(f'query: {_query_text(data, head, relation)}')
     if args.show_known:
         print('filter: none (answers already in the KG are marked '
               '"known", the head itself "head")')
@@ -504,7 +521,8 @@ def cmd_predict(args):
             ' and the head itself'
         print(f'filter: answers already in the KG (any split){head_note} '
               'are left out (--show-known lists them)')
-    print(f"{'rank':>4}  {'score':>10}  entity")
+    print(f"{'rank':>4}  {'score':>10}  entity    (score: the model's sum "
+          'over rule paths; higher first; not a probability)')
     for place, answer in enumerate(answers, start=1):
         marks = [m for m, on in (('known', answer.known),
                                  ('head', answer.is_head)) if on]
@@ -569,10 +587,10 @@ def cmd_explain(args):
     relation = _relation(data, args.relation)
     result = explain(model, data, head, relation, tail,
                      remove_edge=args.remove_edge)
-    print(f'score of {args.tail} for ({args.head}, '
-          f'{relation_name(data, relation)}, ?)'
+    print(f'score of {data.entity_names[tail]} for '
+          f'{_query_text(data, head, relation)}'
           f'{" without its edge" if args.remove_edge else ""}: '
-          f'{result.score:.4g}')
+          f'{result.score:.4g} (the sum of the rule paths below)')
     for path in result.paths[:args.k]:
         print('  ' + path.format(data.entity_names, data.relation_names))
     rest = len(result.paths) - args.k
@@ -674,10 +692,25 @@ def _device(name: str) -> torch.device:
 
 
 def _entity(data, name: str) -> int:
-    try:
-        return data.entity_names.index(name)
-    except ValueError:
-        raise CLIError(f'unknown entity {name!r}') from None
+    # An entity name, or an index written #N (or N, where no entity is
+    # named so).
+    names = data.entity_names
+    if name in names:
+        return names.index(name)
+    text = name[1:] if name.startswith('#') else name
+    if text.isdigit() and int(text) < len(names):
+        print(f'entity {name}: index {text}, named {names[int(text)]!r}')
+        return int(text)
+    raise CLIError(f'unknown entity {name!r} (a name, or #index in '
+                   f'[0, {len(names)}))')
+
+
+def _query_text(data, head: int, relation: int) -> str:
+    # "head relation ?", or "? relation head" for an inverse query.
+    R, name = data.num_relations, data.entity_names[head]
+    if relation >= R:
+        return f'? {data.relation_names[relation - R]} {name}'
+    return f'{name} {data.relation_names[relation]} ?'
 
 
 def _relation(data, name: str) -> int:
@@ -699,7 +732,7 @@ def _report(model, data, split, json_path, quiet=False, progress=True,
                for tie in TIE_POLICIES}
     if quiet:
         return
-    print(f'\nfiltered {split} metrics ({ranks.relation.numel()} queries, '
+    print(f'filtered {split} metrics ({ranks.relation.numel()} queries, '
           'both directions' + (', typed: each answer ranked among the '
                                'entities of its type' if ranks.typed
                                else '') + ')')
@@ -708,8 +741,10 @@ def _report(model, data, split, json_path, quiet=False, progress=True,
     for tie, m in metrics.items():
         print(f"{tie:<12}{m['mrr']:8.4f}{m['mr']:9.2f}{m['hits@1']:8.4f}"
               f"{m['hits@3']:8.4f}{m['hits@10']:8.4f}{m[SAMPLED]:10.4f}")
-    print('H@10(50): expected Hits@10 among the answer and 49 random '
-          'non-answers (GraIL)')
+    print('ties: where the answer stands among candidates with its score: '
+          'first (optimistic), last (pessimistic), in the middle '
+          '(realistic, the honest one); H@10(50): expected Hits@10 among '
+          'the answer and 49 random non-answers (GraIL)')
     if json_path:
         save_json(json_path, {'split': split, 'typed': ranks.typed,
                               'metrics': metrics})

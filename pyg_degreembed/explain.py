@@ -21,6 +21,7 @@ With :obj:`remove_edge=True` the query is explained as training sees it:
 without its own edge and that edge's inverse, in the paths and in the degree
 features, so a known fact is explained by the other evidence for it.
 """
+import functools
 from dataclasses import dataclass
 from typing import Any, List, Optional, Sequence, Tuple
 
@@ -107,6 +108,21 @@ class Explanation:
         return graph
 
 
+def _keeps_mode(function):
+    # Runs `function(model, ...)` with the model in eval mode and restores
+    # the mode it had.
+    @functools.wraps(function)
+    def wrapper(model, *args, **kwargs):
+        was_training = model.training
+        model.eval()
+        try:
+            return function(model, *args, **kwargs)
+        finally:
+            model.train(was_training)
+    return wrapper
+
+
+@_keeps_mode
 @torch.no_grad()
 def explain(model: Module, graph: Any, head: int, relation: int, tail: int,
             max_paths: Optional[int] = None,
@@ -139,7 +155,6 @@ def explain(model: Module, graph: Any, head: int, relation: int, tail: int,
                                ('relation', relation, K)):
         if not 0 <= value < bound:
             raise ValueError(f"'{name}' must be in [0, {bound}), got {value}")
-    model.eval()
     device = graph.device
     head_t = torch.tensor([head], device=device)
     relation_t = torch.tensor([relation], device=device)

@@ -52,9 +52,10 @@ def predict(model: Module, data: Any, head: int, relation: int,
     Args:
         model (RuleReasoner): A trained model.
         data: The KG, in any layout :func:`~pyg_degreembed.as_kg` reads.
-        head (int): The head entity.
-        relation (int): The query relation in :math:`[0, 2R)`
-            (:math:`r + R` asks for the heads of :math:`r`).
+        head (int or str): The head entity: its index, or its name.
+        relation (int or str): The query relation in :math:`[0, 2R)`
+            (:math:`r + R` asks for the heads of :math:`r`), or its name
+            (:obj:`"inv_r"` for :math:`r + R`).
         k (int, optional): How many answers at most. (default: :obj:`10`)
         filter_known (bool, optional): Leave out known triples and the
             head. (default: :obj:`True`)
@@ -68,6 +69,7 @@ def predict(model: Module, data: Any, head: int, relation: int,
     if k < 0:
         raise ValueError(f"'k' must be at least 0, got {k}")
     kg = as_kg(data)
+    head, relation = _index_of(kg, head, relation)
     scores = model(data, [head], [relation])[0].cpu()
     # The known answers: one scan of the triples (no index for one query).
     triples = all_triples(kg)
@@ -89,3 +91,20 @@ def predict(model: Module, data: Any, head: int, relation: int,
     order = order[:min(k, int(candidate.sum()))]
     return [Prediction(int(e), float(scores[e]), bool(known[e]),
                        int(e) == head) for e in order]
+
+
+def _index_of(kg, head, relation):
+    # Names to indices (indices are kept).
+    if isinstance(head, str):
+        if head not in kg.entity_names:
+            raise ValueError(f'Unknown entity {head!r}')
+        head = kg.entity_names.index(head)
+    if isinstance(relation, str):
+        names, R = list(kg.relation_names), kg.num_relations
+        if relation in names:
+            relation = names.index(relation)
+        elif relation.startswith('inv_') and relation[4:] in names:
+            relation = names.index(relation[4:]) + R
+        else:
+            raise ValueError(f'Unknown relation {relation!r}')
+    return head, relation

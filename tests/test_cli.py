@@ -41,7 +41,7 @@ def test_evaluate_predict_rules_explain(trained, capsys, tmp_path):
     assert main(['predict', '--checkpoint', checkpoint, '--head',
                  'Person46', '--relation', 'Term3', '--k', '3']) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0] == 'Person46 Term3 ?'
+    assert lines[0] == 'query: Person46 Term3 ?'
     assert lines[1].startswith('filter: answers already in the KG')
     assert len(lines) == 6 and lines[3].split()[0] == '1'
 
@@ -64,7 +64,7 @@ def test_evaluate_predict_rules_explain(trained, capsys, tmp_path):
                  'Person46', '--relation', 'Term3', '--tail', 'Person61',
                  '--k', '3']) == 0
     out = capsys.readouterr().out
-    assert out.startswith('score of Person61 for (Person46, Term3, ?)')
+    assert out.startswith('score of Person61 for Person46 Term3 ?')
 
     # A training fact is explained by its own edge, or without it.
     from pyg_degreembed.datasets import load_dataset
@@ -223,3 +223,28 @@ def test_max_steps_ends_training_and_resume_goes_on(tmp_path, capsys):
     # 60 training triples (6:2:1:1 of 300), both directions: 120 queries,
     # 8 steps an epoch.
     assert state['global_step'] == 2 * 8
+
+
+def test_readable_queries_indices_version_help(tmp_path, capsys):
+    from conftest import trained_toy
+    from pyg_degreembed.version import __version__
+    kg, checkpoint = trained_toy(tmp_path)
+    capsys.readouterr()
+    with pytest.raises(SystemExit):
+        main(['--version'])
+    assert capsys.readouterr().out.strip() == f'pyg-degreembed {__version__}'
+    assert main(['predict', '--checkpoint', checkpoint, '--head', 'e1',
+                 '--relation', 'inv_r1', '--show-known']) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == 'query: ? r1 e1'
+    # An index: #N (the entity's name is said).
+    assert main(['predict', '--checkpoint', checkpoint, '--head', '#0',
+                 '--relation', 'r1']) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "entity #0: index 0, named 'e0'"
+    assert out[1] == 'query: e0 r1 ?'
+    with pytest.raises(SystemExit):
+        main(['predict', '--help'])
+    text = ' '.join(capsys.readouterr().out.split())
+    assert 'a checkpoint written by train (required)' in text
+    assert 'head entity: a name, or #index (required)' in text

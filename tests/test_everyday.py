@@ -167,3 +167,13 @@ def test_continue_in_python_snippet_runs(tmp_path):
     lines = proc.stdout.splitlines()
     assert len(lines) == 3 and lines[0].startswith('tensor(')
     assert lines[1].startswith('brother(X,Y) <= ')
+
+
+def test_predict_takes_names_or_indices():
+    kg = chain_kg()
+    model = RuleReasoner(3, embedding_dim=8, hidden_channels=8)
+    by_index = predict(model, kg, 5, 3 + 1, k=5)
+    by_name = predict(model, kg, kg.entity_names[5], 'inv_r1', k=5)
+    assert by_index == by_name and by_index
+    with pytest.raises(ValueError, match="Unknown relation 'inv_r9'"):
+        predict(model, kg, 5, 'inv_r9')
