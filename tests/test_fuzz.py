@@ -110,7 +110,9 @@ def test_command_line(workspace, capsys, data):
                 data.draw(FLOAT), '--patience', str(data.draw(INT)),
                 '--model', data.draw(st.sampled_from(['degreembed', 'drum',
                                                       'neurallp'])),
-                '--loss', data.draw(st.sampled_from(['nll', 'bce']))]
+                '--loss', data.draw(st.sampled_from(['nll', 'bce'])),
+                '--max-steps', str(data.draw(INT)),
+                '--time-budget', data.draw(FLOAT)]
     elif command == 'saturation':
         argv = ['saturation', '--dataset', kg, '--steps',
                 str(data.draw(INT)), '--top', str(data.draw(INT)),
@@ -142,8 +144,11 @@ def invalid_numbers(argv) -> bool:
     # Options whose value is out of range whatever else is given.
     value = dict(zip(argv, argv[1:]))
     at_least = {'--epochs': 1, '--dim': 1, '--steps': 1, '--rank': 1,
-                '--batch-size': 1, '--patience': 1, '--k': 0, '--top': 0}
+                '--batch-size': 1, '--patience': 1, '--k': 0, '--top': 0,
+                '--max-steps': 1}
     if any(int(value[o]) < m for o, m in at_least.items() if o in value):
+        return True
+    if value.get('--time-budget') in ('-1', '0', 'nan'):
         return True
     return '--lr' in value and value['--lr'] in ('-1', 'inf', 'nan')
 
