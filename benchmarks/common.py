@@ -1,5 +1,6 @@
 """Helpers shared by the benchmark scripts: machine description and atomic
 result files."""
+import glob
 import os
 import platform
 import resource
@@ -176,13 +177,16 @@ def save_figure_and_table(name: str, fig, lines, script: str):
 
 def update_readme(name: str, text: str):
     r"""Replaces the block between :obj:`<!-- name:start -->` and
-    :obj:`<!-- name:end -->` of the top-level README.md with :obj:`text`."""
-    readme = os.path.join(os.path.dirname(RESULTS), '..', 'README.md')
+    :obj:`<!-- name:end -->` with :obj:`text` wherever it stands: the
+    top-level README.md and the pages of the docs (docs/**/*.md)."""
+    root = os.path.join(os.path.dirname(RESULTS), '..')
     start, end = f'<!-- {name}:start -->', f'<!-- {name}:end -->'
-    content = open(readme).read()
-    if start not in content or end not in content:
-        return
-    head, rest = content.split(start, 1)
-    content = head + start + '\n' + text + '\n' + end + \
-        rest.split(end, 1)[1]
-    atomic_write(readme, lambda f: f.write(content), binary=False)
+    for page in [os.path.join(root, 'README.md')] + sorted(glob.glob(
+            os.path.join(root, 'docs', '**', '*.md'), recursive=True)):
+        content = open(page).read()
+        if start not in content or end not in content:
+            continue
+        head, rest = content.split(start, 1)
+        content = head + start + '\n' + text + '\n' + end + \
+            rest.split(end, 1)[1]
+        atomic_write(page, lambda f: f.write(content), binary=False)

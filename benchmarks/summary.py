@@ -23,7 +23,7 @@ import os
 import statistics
 
 from applied_rules import FOLDER, chosen_setting, key
-from common import RESULTS, write_json
+from common import RESULTS, update_readme, write_json
 
 
 def record(dataset, model, settings, num_steps, tests):
@@ -85,6 +85,38 @@ def main():
         out.append(record(split, label, settings, steps, tests))
     path = write_json('summary.json', out)
     print(f'{len(out)} records -> {path}')
+    update_readme('headline', headline(out))
+
+
+#: AnyBURL (release 23-1, 100 s of rule learning with 2 threads on a 2-core
+#: machine, its own evaluation), test MRR, as measured for issue #27.
+ANYBURL = {'family': 0.980, 'kinship': 0.664, 'umls': 0.934,
+           'wn18rr': 0.481, 'fb15k-237': 0.281, 'fb237_v1': 0.380,
+           'WN18RR_v1': 0.693}
+
+
+def headline(records) -> str:
+    r"""The README's results table: per dataset, the default and the
+    paper-settings DegreEmbed (test MRR, realistic ties, L = 2 for the
+    paper's), and AnyBURL's figure."""
+    def find(dataset, settings, steps=None):
+        rows = [r for r in records if r['dataset'] == dataset and
+                r['settings'] == settings and
+                (steps is None or r['num_steps'] == steps)]
+        return max(rows, key=lambda r: r['seeds']) if rows else None
+
+    def cell(row):
+        if row is None:
+            return '–'
+        return f"{row['test_mrr_realistic']:.3f} (L = {row['num_steps']}, " \
+            f"{row['seeds']} seed{'s' if row['seeds'] > 1 else ''})"
+
+    lines = ['| dataset | default | paper settings | AnyBURL, 100 s |',
+             '|---|---|---|---|']
+    for dataset, anyburl in ANYBURL.items():
+        lines.append(f'| {dataset} | {cell(find(dataset, "default"))} | '
+                     f'{cell(find(dataset, "paper", 2))} | {anyburl:.3f} |')
+    return '\n'.join(lines)
 
 
 if __name__ == '__main__':

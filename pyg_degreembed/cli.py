@@ -252,8 +252,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help='in a typed KG (entity_types.txt), list entities of '
                    "any type, not only the relation's answer type")
     p.add_argument('--show-known', action='store_true',
-                   help='also list answers already in the KG and the head '
-                   'itself, marked')
+                   help='also list answers already in the KG, marked')
+    p.add_argument('--scorer', default='auto', choices=list(SCORERS),
+                   help="what ranks the answers; 'auto': the one train "
+                   'chose (recorded in the checkpoint)')
     p.set_defaults(handler=cmd_predict)
 
     p = command('rules', 'the learned rules')
@@ -504,25 +506,28 @@ def cmd_evaluate(args):
 
 
 def cmd_predict(args):
-    _, model, data = _load(args)
+    payload, model, data = _load(args)
+    scorer = scorer_from_checkpoint(payload, model, args.scorer)
     head = _entity(data, args.head)
     relation = _relation(data, args.relation)
     if args.k < 0:
         raise CLIError(f'--k must be at least 0, got {args.k}')
-    answers = predict(model, data, head, relation, args.k,
+    answers = predict(scorer, data, head, relation, args.k,
                       filter_known=not args.show_known,
                       typed=not args.untyped)
     print(f'query: {_query_text(data, head, relation)}')
+    head_note = '' if reflexive(data, relation) else \
+        '; the head itself is not an answer'
     if args.show_known:
         print('filter: none (answers already in the KG are marked '
-              '"known", the head itself "head")')
+              f'"known"){head_note}')
     else:
-        head_note = '' if reflexive(data, relation) else \
-            ' and the head itself'
-        print(f'filter: answers already in the KG (any split){head_note} '
-              'are left out (--show-known lists them)')
-    print(f"{'rank':>4}  {'score':>10}  entity    (score: the model's sum "
-          'over rule paths; higher first; not a probability)')
+        print(f'filter: answers already in the KG (any split) are left out '
+              f'(--show-known lists them){head_note}')
+    what = "the model's sum over rule paths" if scorer is model else \
+        'the applied rules, the model breaking ties'
+    print(f"{'rank':>4}  {'score':>10}  entity    (score: {what}; higher "
+          'first; not a probability)')
     for place, answer in enumerate(answers, start=1):
         marks = [m for m, on in (('known', answer.known),
                                  ('head', answer.is_head)) if on]

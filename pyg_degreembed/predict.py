@@ -42,12 +42,12 @@ def predict(model: Module, data: Any, head: int, relation: int,
     observed graph, best first; entities the model gives score 0 (no rule
     path reaches them) are never listed.
 
-    With :obj:`filter_known=True` (what a user asking "what is missing?"
-    wants) the answers that make a triple already in the KG (facts, train,
-    valid or test) are left out, and so is the head itself unless the
-    relation is reflexive somewhere in the KG (see :func:`reflexive`).
-    With :obj:`filter_known=False` they are listed too, marked by
-    :obj:`known` and :obj:`is_head`.
+    The head itself is an answer only if the relation is reflexive
+    somewhere in the KG (see :func:`reflexive`; then it is marked
+    :obj:`is_head`).  With :obj:`filter_known=True` (what a user asking
+    "what is missing?" wants) the answers that make a triple already in the
+    KG (facts, train, valid or test) are left out; with
+    :obj:`filter_known=False` they are listed too, marked :obj:`known`.
 
     Args:
         model (RuleReasoner): A trained model.
@@ -57,8 +57,8 @@ def predict(model: Module, data: Any, head: int, relation: int,
             (:math:`r + R` asks for the heads of :math:`r`), or its name
             (:obj:`"inv_r"` for :math:`r + R`).
         k (int, optional): How many answers at most. (default: :obj:`10`)
-        filter_known (bool, optional): Leave out known triples and the
-            head. (default: :obj:`True`)
+        filter_known (bool, optional): Leave out the answers of known
+            triples. (default: :obj:`True`)
         typed (bool, optional): In a KG with node types (built from a
             :obj:`HeteroData`), list only entities of the relation's answer
             type (:func:`~pyg_degreembed.kg.answer_types`).
@@ -84,8 +84,8 @@ def predict(model: Module, data: Any, head: int, relation: int,
         candidate &= types[0].cpu() == types[1][relation].cpu()
     if filter_known:
         candidate &= ~known
-        if not reflexive(kg, relation):
-            candidate[head] = False
+    if not reflexive(kg, relation):
+        candidate[head] = False
     order = torch.argsort(torch.where(candidate, scores, -1.),
                           descending=True, stable=True)
     order = order[:min(k, int(candidate.sum()))]

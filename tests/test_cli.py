@@ -79,7 +79,7 @@ def test_evaluate_predict_rules_explain(trained, capsys, tmp_path):
                      '--relation', r, '--tail', t, '--k', '1000'] +
                     flag) == 0
         lines = capsys.readouterr().out.splitlines()
-        assert lines[0].endswith('?) without its edge' if flag else '?)',
+        assert lines[0].endswith('? without its edge' if flag else '?',
                                  0, lines[0].rfind(':'))
         assert any(line.split()[0] == fact for line in lines[1:]) == \
             (not flag)

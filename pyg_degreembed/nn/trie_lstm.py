@@ -32,9 +32,11 @@ class TrieLSTM(torch.autograd.Function):
 
     over trie nodes :math:`v` with token :math:`x_v` and parent :math:`p(v)`
     (zero state at the roots), where :math:`\mathbf{P}` is the input
-    projection of every token including the biases.
+    projection of every token including the biases.  Called as
+    :obj:`TrieLSTM.apply(projection, weight_hh, token, parent, level_ptr,
+    out_rows)`.
 
-    Args (of :meth:`apply`):
+    Args:
         projection (torch.Tensor): :math:`\mathbf{P}`, shape
             :obj:`[num_tokens, 4d]` (gate order i, f, g, o as in
             :class:`torch.nn.LSTM`).
