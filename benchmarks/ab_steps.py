@@ -27,10 +27,10 @@ import sys, time
 import torch
 from torch_geometric import seed_everything
 from pyg_degreembed import DegreEmbedReasoner, RuleReasoner, TypedGraph
-from pyg_degreembed.datasets import load_dataset
-from pyg_degreembed.evaluation import both_directions
-from pyg_degreembed.kg import split_triples
-from pyg_degreembed.training import nll_loss
+from pyg_degreembed.data.datasets import load_dataset
+from pyg_degreembed.evaluation.ranks import both_directions
+from pyg_degreembed.data.kg import split_triples
+from pyg_degreembed.training.loop import nll_loss
 data = load_dataset(sys.argv[1])
 seed_everything(0)
 cls = DegreEmbedReasoner if sys.argv[3] == 'degreembed' else RuleReasoner

@@ -21,14 +21,15 @@ import json
 import os
 
 import torch
+from reproduce import KGE_MODELS, RULE_EPOCHS, train_kge
 from torch import Tensor
 from torch.nn import Linear, Module
 from torch_geometric import seed_everything
 
+from pyg_degreembed import RuleReasoner, TypedGraph, retain_freed_memory
+
 from common import (RESULTS, figure, fit_and_test, hits_bars, load_benchmark,
                     metric_cells, save_figure_and_table, save_run)
-from pyg_degreembed import RuleReasoner, TypedGraph, retain_freed_memory
-from reproduce import KGE_MODELS, RULE_EPOCHS, train_kge
 
 FOLDER = os.path.join(RESULTS, 'ablation')
 

@@ -14,12 +14,13 @@ import glob
 import json
 import os
 
+from reproduce import RULE_EPOCHS
 from torch_geometric import seed_everything
+
+from pyg_degreembed import DegreEmbedReasoner, retain_freed_memory
 
 from common import (RESULTS, figure, fit_and_test, hits_bars, load_benchmark,
                     metric_cells, save_figure_and_table, save_run)
-from pyg_degreembed import DegreEmbedReasoner, retain_freed_memory
-from reproduce import RULE_EPOCHS
 
 FOLDER = os.path.join(RESULTS, 'ablation')
 

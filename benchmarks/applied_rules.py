@@ -25,11 +25,11 @@ import time
 
 from torch_geometric import seed_everything
 
-from common import RESULTS, load_benchmark, save_run, test_metrics, \
-    update_readme, write_markdown
-from pyg_degreembed import DegreEmbedReasoner, RuleReasoner, compute_ranks, \
-    fit
-from pyg_degreembed.applied_rules import AppliedRules, rule_counts
+from pyg_degreembed import DegreEmbedReasoner, RuleReasoner, compute_ranks, fit
+from pyg_degreembed.interpret.applied_rules import AppliedRules, rule_counts
+
+from common import (RESULTS, load_benchmark, save_run, test_metrics,
+                    update_readme, write_markdown)
 
 UNSEEN = (5., 20., 50., 100., 200.)
 MODELS = {'degreembed': DegreEmbedReasoner, 'drum': RuleReasoner}

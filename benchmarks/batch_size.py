@@ -25,8 +25,9 @@ import time
 import torch
 from torch_geometric import seed_everything
 
-from common import RESULTS, load_benchmark, machine, write_json
 from pyg_degreembed import DegreEmbedReasoner, fit
+
+from common import RESULTS, load_benchmark, machine, write_json
 
 LEVELS = (0.95, 0.98, 0.99)
 

@@ -13,10 +13,10 @@ import torch
 import torch_geometric
 
 from pyg_degreembed import compute_ranks, fit
-from pyg_degreembed.checkpoint import save_json
-from pyg_degreembed.datasets import BUNDLED, load_dataset
-from pyg_degreembed.evaluation import TIE_POLICIES
-from pyg_degreembed.files import atomic_write
+from pyg_degreembed.data.datasets import BUNDLED, load_dataset
+from pyg_degreembed.evaluation.ranks import TIE_POLICIES
+from pyg_degreembed.training.checkpoint import save_json
+from pyg_degreembed.training.files import atomic_write
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'results')
 #: The benchmark datasets: $PYG_DEGREEMBED_DATASETS, else ../shared/datasets

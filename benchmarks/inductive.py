@@ -42,17 +42,18 @@ import sys
 import time
 
 import torch
+from applied_rules import chosen_setting, load_runs
 from torch_geometric import seed_everything
 
-from applied_rules import chosen_setting, load_runs
-from common import (RESULTS, SHARED, save_run, test_metrics, update_readme,
-                    write_markdown)
 from pyg_degreembed import (AppliedRules, DegreEmbedReasoner, RuleReasoner,
                             compute_ranks, fit, retain_freed_memory)
-from pyg_degreembed.convert import align_relations
-from pyg_degreembed.datasets import load_dataset
-from pyg_degreembed.evaluation import SAMPLED
-from pyg_degreembed.kg import split_triples
+from pyg_degreembed.data.convert import align_relations
+from pyg_degreembed.data.datasets import load_dataset
+from pyg_degreembed.data.kg import split_triples
+from pyg_degreembed.evaluation.ranks import SAMPLED
+
+from common import (RESULTS, SHARED, save_run, test_metrics, update_readme,
+                    write_markdown)
 
 MODELS = {
     'degreembed': ('DegreEmbed', DegreEmbedReasoner, {}),

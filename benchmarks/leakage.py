@@ -14,12 +14,13 @@ import argparse
 
 from torch_geometric import seed_everything
 
+from pyg_degreembed import (DegreeEmbedding, DegreEmbedReasoner, RuleReasoner,
+                            compute_ranks, fit)
+from pyg_degreembed.data.datasets import load_dataset
+from pyg_degreembed.data.features import degree_sets
+from pyg_degreembed.data.kg import add_inverse_edges, all_triples
+
 from common import machine, write_json
-from pyg_degreembed import (DegreeEmbedding, DegreEmbedReasoner,
-                            RuleReasoner, compute_ranks, fit)
-from pyg_degreembed.datasets import load_dataset
-from pyg_degreembed.features import degree_sets
-from pyg_degreembed.kg import add_inverse_edges, all_triples
 
 parser = argparse.ArgumentParser()
 parser.add_argument('--dataset', default='kinship')

@@ -34,12 +34,13 @@ import torch
 from torch_geometric import seed_everything
 from torch_geometric.nn.kge import ComplEx, DistMult, RotatE, TransE
 
-from common import (RESULTS, SHARED, fit_and_test, load_benchmark, save_run,
-                    test_metrics, update_readme, write_markdown)
 from pyg_degreembed import (DegreEmbedReasoner, RuleReasoner, compute_ranks,
                             retain_freed_memory)
-from pyg_degreembed.datasets import BUNDLED
-from pyg_degreembed.kg import GRAPH_SPLITS, split_triples
+from pyg_degreembed.data.datasets import BUNDLED
+from pyg_degreembed.data.kg import GRAPH_SPLITS, split_triples
+
+from common import (RESULTS, SHARED, fit_and_test, load_benchmark, save_run,
+                    test_metrics, update_readme, write_markdown)
 
 RULE_MODELS = {
     'degreembed': ('DegreEmbed', DegreEmbedReasoner, {}),

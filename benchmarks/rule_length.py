@@ -28,13 +28,14 @@ import json
 import os
 
 import torch
+from inductive import reachable
 from torch_geometric import seed_everything
+
+from pyg_degreembed import DegreEmbedReasoner, RuleReasoner
+from pyg_degreembed.data.kg import SPLITS, kg_data, split_triples
 
 from common import (RESULTS, fit_and_test, load_benchmark, metric_cells,
                     save_run, write_markdown)
-from inductive import reachable
-from pyg_degreembed import DegreEmbedReasoner, RuleReasoner
-from pyg_degreembed.kg import SPLITS, kg_data, split_triples
 
 MODELS = {'drum': ('DRUM', RuleReasoner),
           'degreembed': ('DegreEmbed', DegreEmbedReasoner)}

@@ -13,7 +13,7 @@ rules'):
   (the paper's definition; relative to the best rule);
 * grounded: the share of the model's score mass on the training queries of q
   (each without its own edge) that the rule carries, rho included
-  (pyg_degreembed.rules.grounded_rules).
+  (pyg_degreembed.interpret.rules.grounded_rules).
 
 Per model and confidence: Spearman's rank correlation over all patterns,
 agreement@5 (share of the top-5 rules among the 5 patterns of highest
@@ -32,17 +32,18 @@ import os
 import statistics
 
 import torch
+from reproduce import RULE_EPOCHS
 from scipy.stats import spearmanr
 from torch_geometric import seed_everything
 
-from common import (RESULTS, load_benchmark, machine, update_readme,
-                    write_json, write_markdown)
 from pyg_degreembed import (DegreEmbedReasoner, RuleReasoner, fit,
                             retain_freed_memory)
-from pyg_degreembed.plot import plot_entity_embedding
-from pyg_degreembed.rules import Rule, rule_masses
-from pyg_degreembed.saturation import saturation
-from reproduce import RULE_EPOCHS
+from pyg_degreembed.interpret.plot import plot_entity_embedding
+from pyg_degreembed.interpret.rules import Rule, rule_masses
+from pyg_degreembed.interpret.saturation import saturation
+
+from common import (RESULTS, load_benchmark, machine, update_readme,
+                    write_json, write_markdown)
 
 MODELS = (('DegreEmbed', DegreEmbedReasoner), ('DRUM', RuleReasoner))
 KINDS = ('attention', 'grounded')

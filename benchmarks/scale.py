@@ -37,7 +37,7 @@ def synthetic_kg(num_nodes: int, num_relations: int = 10,
 
 def measure(num_nodes: int, mode: str, batches: int) -> dict:
     from pyg_degreembed import DegreEmbedReasoner
-    from pyg_degreembed.training import nll_loss
+    from pyg_degreembed.training.loop import nll_loss
     torch.manual_seed(0)
     R = 10
     triples = synthetic_kg(num_nodes, R)

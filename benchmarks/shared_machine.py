@@ -30,10 +30,10 @@ if sys.argv[3] != 'all':
 import pyg_degreembed
 from torch_geometric import seed_everything
 from pyg_degreembed import DegreEmbedReasoner
-from pyg_degreembed.datasets import load_dataset
-from pyg_degreembed.evaluation import both_directions
-from pyg_degreembed.kg import split_triples
-from pyg_degreembed.training import nll_loss
+from pyg_degreembed.data.datasets import load_dataset
+from pyg_degreembed.evaluation.ranks import both_directions
+from pyg_degreembed.data.kg import split_triples
+from pyg_degreembed.training.loop import nll_loss
 data = load_dataset(sys.argv[1])
 seed_everything(0)
 model = DegreEmbedReasoner(data.num_relations)
@@ -42,7 +42,7 @@ h, q, t = both_directions(split_triples(data, 'train'), data.num_relations)
 opt = torch.optim.Adam(model.parameters(), 1e-3)
 batches = torch.randperm(
     h.numel(), generator=torch.Generator().manual_seed(0)).split(128)
-from pyg_degreembed.threads import ThreadGuard, training_probe
+from pyg_degreembed.training.threads import ThreadGuard, training_probe
 first = batches[0]
 guard = ThreadGuard(training_probe(model, graph, h[first], q[first],
                                    t[first]), enabled=sys.argv[4] == 'guard')

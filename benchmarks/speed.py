@@ -25,7 +25,8 @@ T = 3, 128-d, batch 128, both query directions, nll loss, Adam, clipping):
 * peak RSS of the process (each dataset runs in its own process);
 * the training epoch again while one competing CPU-bound process runs (a
   NumPy matrix product in a loop on every core), with the thread guard that
-  fit() uses (pyg_degreembed.threads), and its ratio to the epoch alone.
+  fit() uses (pyg_degreembed.training.threads), and its ratio to the epoch
+  alone.
 
 Datasets not named on the command line keep their last results in
 speed.json (each entry records its machine and commit).
@@ -52,16 +53,17 @@ import time
 import torch
 from torch_geometric import seed_everything
 
-from common import (RESULTS, SHARED, load_benchmark, machine, update_readme,
-                    write_json, write_markdown)
 from pyg_degreembed import (DegreEmbedReasoner, RuleReasoner, Signals,
                             compute_ranks, retain_freed_memory)
-from pyg_degreembed.datasets import BUNDLED
-from pyg_degreembed.evaluation import both_directions
-from pyg_degreembed.kg import split_triples
-from pyg_degreembed.threads import ThreadGuard, training_probe
-from pyg_degreembed.typed_graph import SourceWeights
-from pyg_degreembed.training import nll_loss
+from pyg_degreembed.data.datasets import BUNDLED
+from pyg_degreembed.data.kg import split_triples
+from pyg_degreembed.data.typed_graph import SourceWeights
+from pyg_degreembed.evaluation.ranks import both_directions
+from pyg_degreembed.training.loop import nll_loss
+from pyg_degreembed.training.threads import ThreadGuard, training_probe
+
+from common import (RESULTS, SHARED, load_benchmark, machine, update_readme,
+                    write_json, write_markdown)
 
 MODELS = (('DegreEmbed', DegreEmbedReasoner), ('DRUM', RuleReasoner))
 DATASETS = list(BUNDLED) + ['wn18', 'fb15k-237']

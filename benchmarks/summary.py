@@ -23,6 +23,7 @@ import os
 import statistics
 
 from applied_rules import FOLDER, chosen_setting, key
+
 from common import RESULTS, update_readme, write_json
 
 

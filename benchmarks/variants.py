@@ -39,12 +39,13 @@ import os
 import statistics
 
 import torch
+from reproduce import RULE_EPOCHS
 from torch_geometric import seed_everything
+
+from pyg_degreembed import DegreEmbedReasoner, retain_freed_memory
 
 from common import (RESULTS, fit_and_test, load_benchmark, save_run,
                     write_markdown)
-from pyg_degreembed import DegreEmbedReasoner, retain_freed_memory
-from reproduce import RULE_EPOCHS
 
 
 def freeze(model):

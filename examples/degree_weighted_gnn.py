@@ -4,14 +4,16 @@ on Family with and without them.
     python examples/degree_weighted_gnn.py [--steps 600] [--dim 64] [--quick]
 
 The network: learned entity embeddings, two PyG ``GraphConv`` layers (mean
-aggregation) over the observed graph (facts and training triples with their inverses), and a
+aggregation) over the observed graph (facts and training triples with their
+inverses), and a
 DistMult decoder, ``score(h, q, t) = <z_h, w_q, z_t>``, trained with the
 cross-entropy over all entities.  With ``--rho``-weights (the default run
 does both), every message ``i -k-> j`` is multiplied by ``K * rho[i, k]``
 from a ``DegreeEmbedding`` trained end to end with the rest: the weight the
 entity's degree-type set gives the edge's type (``layer.edge_weight(
 edge_index, edge_type)``), scaled by the number K of edge types so that a
-uniform rho gives every message weight 1, as in the GNN without it.  A training step leaves the batch's own edges (and their
+uniform rho gives every message weight 1, as in the GNN without it.  A
+training step leaves the batch's own edges (and their
 inverses) out of the graph, so that no query is answered by its own edge.
 The test metrics are filtered, both directions, realistic ties
 (``compute_ranks``).  ``--quick`` is the small setting the tests run.
@@ -27,8 +29,8 @@ from torch_geometric import seed_everything
 from torch_geometric.nn import GraphConv
 
 from pyg_degreembed import DegreeEmbedding, compute_ranks, load_dataset
-from pyg_degreembed.evaluation import both_directions
-from pyg_degreembed.kg import split_triples
+from pyg_degreembed.data.kg import split_triples
+from pyg_degreembed.evaluation.ranks import both_directions
 
 
 class DegreeWeightedGNN(torch.nn.Module):

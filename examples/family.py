@@ -16,8 +16,7 @@ import torch
 from torch_geometric import seed_everything
 
 from pyg_degreembed import (AppliedRules, DegreEmbedReasoner, bundled_path,
-                            compute_ranks, extract_rules, fit,
-                            load_neural_lp)
+                            compute_ranks, extract_rules, fit, load_neural_lp)
 
 parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 parser.add_argument('--dataset', default='family',

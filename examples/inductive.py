@@ -18,7 +18,7 @@ from torch_geometric import seed_everything
 
 from pyg_degreembed import (DegreEmbedReasoner, align_relations, evaluate,
                             explain, fit, load_neural_lp, predict)
-from pyg_degreembed.kg import relation_name, split_triples
+from pyg_degreembed.data.kg import relation_name, split_triples
 
 parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 here = os.path.dirname(os.path.abspath(__file__))

@@ -14,9 +14,9 @@ from torch_geometric import seed_everything
 
 from pyg_degreembed import (DegreEmbedReasoner, bundled_path, explain, fit,
                             load_neural_lp)
-from pyg_degreembed.kg import relation_name
-from pyg_degreembed.plot import plot_explanation
-from pyg_degreembed.saturation import saturation, saturation_table
+from pyg_degreembed.data.kg import relation_name
+from pyg_degreembed.interpret.plot import plot_explanation
+from pyg_degreembed.interpret.saturation import saturation, saturation_table
 
 parser = argparse.ArgumentParser()
 parser.add_argument('--epochs', type=int, default=10)

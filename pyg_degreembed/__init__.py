@@ -1,24 +1,26 @@
 r"""pyg_degreembed: interpretable rule learning on knowledge graphs with
 PyTorch Geometric (DegreEmbed, DRUM, Neural LP)."""
-from .anyburl import read_anyburl, write_anyburl
-from .applied_rules import AppliedRules
-from .checkpoint import load_model
-from .convert import (align_relations, as_kg, from_edge_index,
-                      from_hetero_data, to_hetero_data)
-from .datasets import KGBenchmark, bundled_path, load_dataset
-from .evaluation import (Ranks, TrueAnswers, compute_ranks, evaluate,
-                         filtered_ranks)
-from .explain import explain
-from .features import DegreeSets, degree_sets
-from .io import KGFormatError, load_neural_lp
-from .nn import DegreeEmbedding, DegreEmbedReasoner, RuleReasoner
-from .predict import Prediction, predict
-from .resolve import resolve_graph
-from .rules import Rule, extract_rules
-from .runtime import retain_freed_memory
-from .training import FitResult, fit, rule_loss
-from .typed_graph import Signals, SourceWeights, TypedGraph
-from .version import __version__
+from pyg_degreembed.data.convert import (align_relations, as_kg,
+                                         from_edge_index, from_hetero_data,
+                                         to_hetero_data)
+from pyg_degreembed.data.datasets import (KGBenchmark, bundled_path,
+                                          load_dataset)
+from pyg_degreembed.data.features import DegreeSets, degree_sets
+from pyg_degreembed.data.io import KGFormatError, load_neural_lp
+from pyg_degreembed.data.resolve import resolve_graph
+from pyg_degreembed.data.typed_graph import Signals, SourceWeights, TypedGraph
+from pyg_degreembed.evaluation.predict import Prediction, predict
+from pyg_degreembed.evaluation.ranks import (Ranks, TrueAnswers, compute_ranks,
+                                             evaluate, filtered_ranks)
+from pyg_degreembed.interpret.anyburl import read_anyburl, write_anyburl
+from pyg_degreembed.interpret.applied_rules import AppliedRules
+from pyg_degreembed.interpret.explain import explain
+from pyg_degreembed.interpret.rules import Rule, extract_rules
+from pyg_degreembed.nn import DegreeEmbedding, DegreEmbedReasoner, RuleReasoner
+from pyg_degreembed.training.checkpoint import load_model
+from pyg_degreembed.training.loop import FitResult, fit, rule_loss
+from pyg_degreembed.training.runtime import retain_freed_memory
+from pyg_degreembed.version import __version__
 
 __all__ = [
     'AppliedRules', 'DegreeEmbedding', 'RuleReasoner', 'DegreEmbedReasoner',

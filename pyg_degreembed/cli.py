@@ -28,27 +28,30 @@ from typing import List, Optional
 import torch
 from torch_geometric import seed_everything
 
-from .applied_rules import AppliedRules
-from .anyburl import anyburl_lines, read_anyburl
-from .applied_rules import check_mining
-from .budget import PARAMETER_COPIES, check_memory, parameter_bytes
-from .checkpoint import (SCORERS, CheckpointError, load_checkpoint,
-                         model_and_data, save_checkpoint, save_json,
-                         scorer_from_checkpoint)
-from .datasets import BUNDLED, dataset_path, load_dataset
-from .files import check_output, input_files
-from .distributed import init_from_env, world
-from .evaluation import SAMPLED, TIE_POLICIES, compute_ranks
-from .explain import explain
-from .io import KGFormatError
-from .kg import relation_name
-from .nn import DegreEmbedReasoner, RuleReasoner
-from .predict import predict, reflexive
-from .rule_length import choose_num_steps, reach_shares
-from .runtime import retain_freed_memory
-from .saturation import saturation, saturation_table
-from .training import fit
-from .version import __version__
+from pyg_degreembed.data.datasets import BUNDLED, dataset_path, load_dataset
+from pyg_degreembed.data.io import KGFormatError
+from pyg_degreembed.data.kg import relation_name
+from pyg_degreembed.evaluation.predict import predict, reflexive
+from pyg_degreembed.evaluation.ranks import (SAMPLED, TIE_POLICIES,
+                                             compute_ranks)
+from pyg_degreembed.interpret.anyburl import anyburl_lines, read_anyburl
+from pyg_degreembed.interpret.applied_rules import AppliedRules, check_mining
+from pyg_degreembed.interpret.explain import explain
+from pyg_degreembed.interpret.rule_length import choose_num_steps, reach_shares
+from pyg_degreembed.interpret.saturation import saturation, saturation_table
+from pyg_degreembed.nn import DegreEmbedReasoner, RuleReasoner
+from pyg_degreembed.training.budget import (PARAMETER_COPIES, check_memory,
+                                            parameter_bytes)
+from pyg_degreembed.training.checkpoint import (SCORERS, CheckpointError,
+                                                load_checkpoint,
+                                                model_and_data,
+                                                save_checkpoint, save_json,
+                                                scorer_from_checkpoint)
+from pyg_degreembed.training.distributed import init_from_env, world
+from pyg_degreembed.training.files import check_output, input_files
+from pyg_degreembed.training.loop import fit
+from pyg_degreembed.training.runtime import retain_freed_memory
+from pyg_degreembed.version import __version__
 
 MODELS = {
     'degreembed': (DegreEmbedReasoner, {}),
@@ -614,7 +617,7 @@ def cmd_explain(args):
             print('  best answer-type rule: ' +
                   answer_type.format(data.relation_names))
     if args.plot:
-        from .plot import plot_explanation
+        from pyg_degreembed.interpret.plot import plot_explanation
         plot_explanation(result, args.plot, data.entity_names,
                          data.relation_names, max_paths=max(args.k, 1))
         print(f'plot: {args.plot}')
@@ -643,7 +646,7 @@ def cmd_saturation(args):
 
 
 def cmd_plot(args):
-    from .plot import plot_entity_embedding
+    from pyg_degreembed.interpret.plot import plot_entity_embedding
     if args.top < 0:
         raise CLIError(f'--top must be at least 0, got {args.top}')
     _, model, data = _load(args, [(args.out, 'plot', 'png')])

@@ -5,8 +5,7 @@ import pytest
 import torch
 
 from pyg_degreembed import TypedGraph, from_edge_index
-from pyg_degreembed.kg import inverse_relation
-
+from pyg_degreembed.data.kg import inverse_relation
 
 #: The device of the numerical tests (models, propagation, training,
 #: evaluation, explanations): the environment variable

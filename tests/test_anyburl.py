@@ -3,12 +3,14 @@ through a file, and AnyBURL's own lines read back."""
 import pytest
 import torch
 
-from conftest import chain_kg
 from pyg_degreembed import AppliedRules, compute_ranks
-from pyg_degreembed.anyburl import anyburl_lines, read_anyburl, write_anyburl
 from pyg_degreembed.cli import main
-from pyg_degreembed.io import KGFormatError
-from pyg_degreembed.kg import split_triples
+from pyg_degreembed.data.io import KGFormatError
+from pyg_degreembed.data.kg import split_triples
+from pyg_degreembed.interpret.anyburl import (anyburl_lines, read_anyburl,
+                                              write_anyburl)
+
+from conftest import chain_kg
 
 
 def test_lines_of_the_chain_kg_by_hand():

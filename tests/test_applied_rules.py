@@ -3,11 +3,12 @@ import itertools
 import pytest
 import torch
 
-from conftest import chain_kg, dense_operators
 from pyg_degreembed import compute_ranks, from_edge_index, resolve_graph
-from pyg_degreembed.applied_rules import (AppliedRules, rule_counts,
-                                          type_counts)
-from pyg_degreembed.paths import pattern_of
+from pyg_degreembed.interpret.applied_rules import (AppliedRules, rule_counts,
+                                                    type_counts)
+from pyg_degreembed.interpret.paths import pattern_of
+
+from conftest import chain_kg, dense_operators
 
 
 def random_kg(seed=0, N=10, R=3, E=36):

@@ -10,8 +10,8 @@ import torch
 from torch_geometric import seed_everything
 
 from pyg_degreembed import DegreEmbedReasoner, compute_ranks
-from pyg_degreembed.evaluation import TIE_POLICIES
-from pyg_degreembed.kg import SPLITS, kg_data, split_triples
+from pyg_degreembed.data.kg import SPLITS, kg_data, split_triples
+from pyg_degreembed.evaluation.ranks import TIE_POLICIES
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))), 'benchmarks'))

@@ -7,11 +7,13 @@ import pytest
 import torch
 from torch_geometric import seed_everything
 
-from conftest import chain_kg
 from pyg_degreembed import DegreEmbedReasoner, fit, from_edge_index
-from pyg_degreembed.checkpoint import (CheckpointError, load_checkpoint,
-                                       model_from_checkpoint,
-                                       save_checkpoint)
+from pyg_degreembed.training.checkpoint import (CheckpointError,
+                                                load_checkpoint,
+                                                model_from_checkpoint,
+                                                save_checkpoint)
+
+from conftest import chain_kg
 
 RUNNER = r'''
 import json, os, signal, sys

@@ -2,10 +2,11 @@ import json
 
 import pytest
 
-from conftest import assert_picture, brute_force_attention_rules
 from pyg_degreembed import load_model
-from pyg_degreembed.checkpoint import load_checkpoint
 from pyg_degreembed.cli import main
+from pyg_degreembed.training.checkpoint import load_checkpoint
+
+from conftest import assert_picture, brute_force_attention_rules
 
 
 @pytest.fixture(scope='module')
@@ -67,7 +68,7 @@ def test_evaluate_predict_rules_explain(trained, capsys, tmp_path):
     assert out.startswith('score of Person61 for Person46 Term3 ?')
 
     # A training fact is explained by its own edge, or without it.
-    from pyg_degreembed.datasets import load_dataset
+    from pyg_degreembed.data.datasets import load_dataset
     data = load_dataset('kinship')
     h, r, t = data.train_edge_index[0, 0], data.train_edge_type[0], \
         data.train_edge_index[1, 0]
@@ -226,8 +227,9 @@ def test_max_steps_ends_training_and_resume_goes_on(tmp_path, capsys):
 
 
 def test_readable_queries_indices_version_help(tmp_path, capsys):
-    from conftest import trained_toy
     from pyg_degreembed.version import __version__
+
+    from conftest import trained_toy
     kg, checkpoint = trained_toy(tmp_path)
     capsys.readouterr()
     with pytest.raises(SystemExit):

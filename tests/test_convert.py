@@ -2,9 +2,8 @@ import pytest
 import torch
 from torch_geometric.data import HeteroData
 
-from pyg_degreembed import (from_edge_index, from_hetero_data,
-                            to_hetero_data)
-from pyg_degreembed.kg import SPLITS, split_triples
+from pyg_degreembed import from_edge_index, from_hetero_data, to_hetero_data
+from pyg_degreembed.data.kg import SPLITS, split_triples
 
 
 def test_from_edge_index_builds_graph_with_inverses():

@@ -3,8 +3,8 @@ import torch
 from torch.nn.utils.rnn import pack_padded_sequence
 
 from pyg_degreembed import DegreeEmbedding, DegreEmbedReasoner, TypedGraph
-from pyg_degreembed.features import degree_sets
-from pyg_degreembed.training import rule_loss
+from pyg_degreembed.data.features import degree_sets
+from pyg_degreembed.training.loop import rule_loss
 
 
 def toy_graph(toy_kg):
@@ -118,8 +118,9 @@ def test_repr():
 
 def test_dropout_acts_in_training_only_and_is_saved(toy_kg, tmp_path):
     from pyg_degreembed import fit
-    from pyg_degreembed.checkpoint import (load_checkpoint,
-                                           model_from_checkpoint, model_spec)
+    from pyg_degreembed.training.checkpoint import (load_checkpoint,
+                                                    model_from_checkpoint,
+                                                    model_spec)
     graph = toy_graph(toy_kg)
     torch.manual_seed(0)
     plain = DegreeEmbedding(6, 8, 5)
@@ -145,7 +146,7 @@ def test_dropout_acts_in_training_only_and_is_saved(toy_kg, tmp_path):
 
 
 def test_per_query_rows_for_some_nodes_equal_full_rows(random_graph):
-    from pyg_degreembed.kg import query_edges
+    from pyg_degreembed.data.kg import query_edges
     edge_index, edge_type, N, K = random_graph
     graph = TypedGraph(*random_graph)
     layer = DegreeEmbedding(K, 8, 5)

@@ -21,6 +21,6 @@ def test_docs_build_without_warnings(tmp_path):
         text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     page = (tmp_path / 'html' / 'generated' /
-            'pyg_degreembed.training.html').read_text()
+            'pyg_degreembed.training.loop.html').read_text()
     assert 'max_steps' in page  # fit's docstring, in full
     assert (tmp_path / 'html' / 'guide' / 'applied-rules.html').exists()

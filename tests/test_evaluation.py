@@ -1,10 +1,10 @@
 import pytest
 import torch
 
-from pyg_degreembed import (TrueAnswers, compute_ranks, evaluate,
-                            filtered_ranks)
-from pyg_degreembed.kg import all_triples, split_triples
-from pyg_degreembed.evaluation import Ranks, both_directions, rank_metrics
+from pyg_degreembed import TrueAnswers, compute_ranks, evaluate, filtered_ranks
+from pyg_degreembed.data.kg import all_triples, split_triples
+from pyg_degreembed.evaluation.ranks import (Ranks, both_directions,
+                                             rank_metrics)
 
 
 def test_tie_policies_on_hand_made_scores():

@@ -10,12 +10,13 @@ import pytest
 import torch
 from torch_geometric import seed_everything
 
-from conftest import chain_kg
 from pyg_degreembed import RuleReasoner, fit, predict
 from pyg_degreembed.cli import build_parser, main
-from pyg_degreembed.evaluation import TrueAnswers, rank_queries
-from pyg_degreembed.kg import all_triples, split_triples
-from pyg_degreembed.progress import Progress
+from pyg_degreembed.data.kg import all_triples, split_triples
+from pyg_degreembed.evaluation.ranks import TrueAnswers, rank_queries
+from pyg_degreembed.training.progress import Progress
+
+from conftest import chain_kg
 
 PYTHON_GUIDE = os.path.join(os.path.dirname(__file__), '..', 'docs', 'guide',
                             'python.md')
@@ -67,7 +68,7 @@ def test_cli_predict_filters_and_marks(tmp_path, capsys):
     assert main(['train', '--dataset', 'umls', '--dim', '8', '--epochs', '1',
                  '--checkpoint', checkpoint, '--no-progress']) == 0
     capsys.readouterr()
-    from pyg_degreembed.datasets import load_dataset
+    from pyg_degreembed.data.datasets import load_dataset
     data = load_dataset('umls')
     h, r = int(data.train_edge_index[0, 0]), int(data.train_edge_type[0])
     known = {data.entity_names[t] for a, q, t in all_triples(data).t()

@@ -1,9 +1,10 @@
 import pytest
 import torch
 
-from conftest import reference_scores
 from pyg_degreembed import DegreEmbedReasoner, RuleReasoner, TypedGraph
-from pyg_degreembed.explain import explain
+from pyg_degreembed.interpret.explain import explain
+
+from conftest import reference_scores
 
 
 @pytest.mark.parametrize('cls', [RuleReasoner, DegreEmbedReasoner])

@@ -1,7 +1,7 @@
 import torch
 
 from pyg_degreembed import degree_sets
-from pyg_degreembed.features import extend_trie, prefix_trie
+from pyg_degreembed.data.features import extend_trie, prefix_trie
 
 
 def sets_of(degree, num_nodes):
@@ -62,7 +62,7 @@ def test_prefix_trie_reads_every_prefix_once():
 
 def test_degree_sets_without_query_edges_equal_rebuilt_graphs(random_graph):
     from pyg_degreembed import TypedGraph
-    from pyg_degreembed.kg import query_edges
+    from pyg_degreembed.data.kg import query_edges
     edge_index, edge_type, N, K = random_graph
     graph = TypedGraph(*random_graph)
     # Edge 0 is duplicated (both copies leave), 45 is a self-loop (its

@@ -10,7 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pyg_degreembed.cli import main
-from pyg_degreembed.io import KGFormatError, load_neural_lp, load_triples_file
+from pyg_degreembed.data.io import (KGFormatError, load_neural_lp,
+                                    load_triples_file)
 
 FUZZ = settings(max_examples=40, deadline=None, derandomize=True,
                 suppress_health_check=[HealthCheck.function_scoped_fixture])

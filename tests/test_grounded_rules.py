@@ -6,15 +6,15 @@ import pytest
 import torch
 from torch_geometric import seed_everything
 
-from conftest import (assert_picture, brute_force_attention_rules,
-                      chain_kg)
 from pyg_degreembed import (DegreEmbedReasoner, RuleReasoner, explain,
                             extract_rules, fit, from_edge_index, load_model)
-from pyg_degreembed.checkpoint import load_checkpoint
 from pyg_degreembed.cli import main
-from pyg_degreembed.kg import GRAPH_SPLITS, split_triples
-from pyg_degreembed.plot import plot_explanation
-from pyg_degreembed.rules import rule_masses, training_queries
+from pyg_degreembed.data.kg import GRAPH_SPLITS, split_triples
+from pyg_degreembed.interpret.plot import plot_explanation
+from pyg_degreembed.interpret.rules import rule_masses, training_queries
+from pyg_degreembed.training.checkpoint import load_checkpoint
+
+from conftest import assert_picture, brute_force_attention_rules, chain_kg
 
 
 def brute_force(model, graphs, queries):
@@ -162,7 +162,7 @@ def test_cli_rules_confidences_and_explain_plot(tmp_path, capsys):
             expected = brute_force_attention_rules(
                 model, model_relations(checkpoint).index('Affects'), 3)
             assert values == [round(value, 2) for _, value in expected]
-    from pyg_degreembed.datasets import load_dataset
+    from pyg_degreembed.data.datasets import load_dataset
     data = load_dataset('umls')
     h, r, t = data.test_edge_index[0, 0], data.test_edge_type[0], \
         data.test_edge_index[1, 0]

@@ -15,19 +15,20 @@ import tracemalloc
 import pytest
 import torch
 
-from conftest import chain_kg, one_line_error, trained_toy, triples_file
 from pyg_degreembed import (DegreEmbedReasoner, RuleReasoner, evaluate, fit,
                             from_edge_index, predict)
-from pyg_degreembed import budget
-from pyg_degreembed.checkpoint import (CheckpointError, load_checkpoint,
-                                       save_json)
 from pyg_degreembed.cli import main
-from pyg_degreembed.datasets import KGBenchmark, load_dataset
-from pyg_degreembed.files import FileError, exclusive
-from pyg_degreembed.io import KGFormatError, load_triples_file, read_lines
-from pyg_degreembed.evaluation import both_directions
-from pyg_degreembed.kg import kg_data, split_triples
-from pyg_degreembed.saturation import saturation
+from pyg_degreembed.data.datasets import KGBenchmark, load_dataset
+from pyg_degreembed.data.io import KGFormatError, load_triples_file, read_lines
+from pyg_degreembed.data.kg import kg_data, split_triples
+from pyg_degreembed.evaluation.ranks import both_directions
+from pyg_degreembed.interpret.saturation import saturation
+from pyg_degreembed.training import budget
+from pyg_degreembed.training.checkpoint import (CheckpointError,
+                                                load_checkpoint, save_json)
+from pyg_degreembed.training.files import FileError, exclusive
+
+from conftest import chain_kg, one_line_error, trained_toy, triples_file
 
 
 def digest(path) -> str:

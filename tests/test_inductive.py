@@ -12,11 +12,11 @@ from torch_geometric import seed_everything
 from pyg_degreembed import (AppliedRules, DegreEmbedReasoner, KGFormatError,
                             align_relations, compute_ranks, evaluate, explain,
                             load_model, load_neural_lp, predict)
-from pyg_degreembed.checkpoint import (load_checkpoint,
-                                       scorer_from_checkpoint)
 from pyg_degreembed.cli import main
-from pyg_degreembed.evaluation import SAMPLED, TIE_POLICIES, sampled_hits
-from pyg_degreembed.kg import all_triples, split_triples
+from pyg_degreembed.data.kg import all_triples, split_triples
+from pyg_degreembed.evaluation.ranks import SAMPLED, TIE_POLICIES, sampled_hits
+from pyg_degreembed.training.checkpoint import (load_checkpoint,
+                                                scorer_from_checkpoint)
 
 
 def family_triples(prefix: str, n: int, seed: int, extra: bool):

@@ -70,7 +70,7 @@ def test_trailing_blank_lines_are_accepted(tmp_path):
     assert data.entity_names == ['a', 'b', 'c']
     assert data.train_edge_type.numel() == 1
     assert data.test_edge_type.numel() == 1
-    from pyg_degreembed.io import load_triples_file
+    from pyg_degreembed.data.io import load_triples_file
     path = tmp_path / 'kg.tsv'
     path.write_bytes(''.join(f'e{i}\tr\te{i + 1}\n' for i in range(20))
                      .encode() + b'\n  \n')

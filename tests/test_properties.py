@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pyg_degreembed import filtered_ranks, load_neural_lp
-from pyg_degreembed.kg import SPLITS, split_triples
+from pyg_degreembed.data.kg import SPLITS, split_triples
 
 names = st.text(alphabet=st.characters(
     blacklist_categories=('Cs', 'Cc', 'Cf', 'Zs', 'Zl', 'Zp')), min_size=1,

@@ -8,9 +8,8 @@ import torch
 from torch_geometric import seed_everything
 from torch_geometric.datasets import FB15k_237, RelLinkPredDataset, WordNet18RR
 
-from pyg_degreembed import (DegreEmbedReasoner, as_kg, evaluate, explain,
-                            fit)
-from pyg_degreembed.kg import split_triples
+from pyg_degreembed import DegreEmbedReasoner, as_kg, evaluate, explain, fit
+from pyg_degreembed.data.kg import split_triples
 
 RELATIONS = ['_hypernym', '_also_see', '_has_part']  # WordNet18RR names
 

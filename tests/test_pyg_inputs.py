@@ -9,12 +9,13 @@ import torch
 from torch.nn import Linear, Module
 from torch_geometric import seed_everything
 
-from conftest import chain_kg
 from pyg_degreembed import (DegreeEmbedding, DegreEmbedReasoner, RuleReasoner,
                             TypedGraph, fit, resolve_graph, to_hetero_data)
-from pyg_degreembed.checkpoint import (load_checkpoint,
-                                       model_from_checkpoint)
-from pyg_degreembed.kg import GRAPH_SPLITS, split_triples
+from pyg_degreembed.data.kg import GRAPH_SPLITS, split_triples
+from pyg_degreembed.training.checkpoint import (load_checkpoint,
+                                                model_from_checkpoint)
+
+from conftest import chain_kg
 
 DATA = os.path.join(os.path.dirname(__file__), 'data')
 

@@ -10,14 +10,16 @@ import pytest
 import torch
 from torch_geometric.data import HeteroData
 
-from conftest import chain_kg, one_line_error, trained_toy, triples_file
 from pyg_degreembed import (DegreEmbedReasoner, RuleReasoner, TypedGraph, fit,
                             from_edge_index, from_hetero_data, load_model)
-from pyg_degreembed.checkpoint import (CheckpointError, load_checkpoint,
-                                       save_checkpoint)
 from pyg_degreembed.cli import main
-from pyg_degreembed.files import FileError, exclusive
-from pyg_degreembed.io import KGFormatError, load_triples_file, read_lines
+from pyg_degreembed.data.io import KGFormatError, load_triples_file, read_lines
+from pyg_degreembed.training.checkpoint import (CheckpointError,
+                                                load_checkpoint,
+                                                save_checkpoint)
+from pyg_degreembed.training.files import FileError, exclusive
+
+from conftest import chain_kg, one_line_error, trained_toy, triples_file
 
 
 # 1
@@ -101,7 +103,7 @@ def test_checkpoints_are_never_overwritten_silently(tmp_path, capsys):
     # Two writers: the second is refused while the first holds the lock.
     holder = subprocess.Popen(
         [sys.executable, '-c', 'import time\n'
-         'from pyg_degreembed.files import exclusive\n'
+         'from pyg_degreembed.training.files import exclusive\n'
          f'with exclusive({checkpoint!r}):\n'
          '    print("held", flush=True)\n'
          '    time.sleep(60)\n'], stdout=subprocess.PIPE, text=True)

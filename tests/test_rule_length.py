@@ -1,9 +1,10 @@
 import pytest
 import torch
 
-from conftest import chain_kg
 from pyg_degreembed import from_edge_index
-from pyg_degreembed.rule_length import choose_num_steps, reach_shares
+from pyg_degreembed.interpret.rule_length import choose_num_steps, reach_shares
+
+from conftest import chain_kg
 
 
 def three_hop_kg(n=20):

@@ -1,8 +1,9 @@
 import pytest
 import torch
 
-from conftest import reference_scores
 from pyg_degreembed import DegreEmbedReasoner, RuleReasoner, TypedGraph
+
+from conftest import reference_scores
 
 
 @pytest.mark.parametrize('cls', [RuleReasoner, DegreEmbedReasoner])

@@ -1,11 +1,11 @@
 import pytest
 import torch
 
-from conftest import brute_force_attention_rules
-from conftest import attention_rule_masses as brute_force
-
 from pyg_degreembed import RuleReasoner, extract_rules
-from pyg_degreembed.rules import Rule, rule_confidence
+from pyg_degreembed.interpret.rules import Rule, rule_confidence
+
+from conftest import attention_rule_masses as brute_force
+from conftest import brute_force_attention_rules
 
 
 def test_rule_confidence_merges_identity_paddings():
@@ -51,7 +51,7 @@ def test_rule_text_swaps_arguments_of_inverse_relations():
 
 @pytest.mark.parametrize('num_steps', [2, 3])
 def test_attention_rules_exact_and_by_beam_search(num_steps, monkeypatch):
-    import pyg_degreembed.rules
+    import pyg_degreembed.interpret.rules
     torch.manual_seed(0)
     model = RuleReasoner(3, num_steps=num_steps, rank=3, embedding_dim=8,
                          hidden_channels=8)
@@ -61,7 +61,7 @@ def test_attention_rules_exact_and_by_beam_search(num_steps, monkeypatch):
         (body, pytest.approx(value)) for body, value in expected]
     # A beam as wide as all paths finds the same; a narrow one may not,
     # but scores what it finds exactly.
-    monkeypatch.setattr(pyg_degreembed.rules, 'EXACT_PATHS', 0)
+    monkeypatch.setattr(pyg_degreembed.interpret.rules, 'EXACT_PATHS', 0)
     wide = extract_rules(model, 4, k=6, confidence='attention',
                          beam_width=7**num_steps)
     assert [(r.body, r.confidence) for r in wide] == [

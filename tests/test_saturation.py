@@ -3,10 +3,11 @@ import itertools
 import pytest
 import torch
 
-from conftest import dense_operators
 from pyg_degreembed import TypedGraph, from_edge_index
-from pyg_degreembed.paths import path_counts, pattern_of
-from pyg_degreembed.saturation import saturation, saturation_table
+from pyg_degreembed.interpret.paths import path_counts, pattern_of
+from pyg_degreembed.interpret.saturation import saturation, saturation_table
+
+from conftest import dense_operators
 
 
 def brute_force_counts(edge_index, edge_type, N, K, triple, L, R):
@@ -102,7 +103,7 @@ def test_family_reproduces_the_papers_tables_2_and_6():
 
 @pytest.mark.parametrize('L', [1, 2, 3])
 def test_walk_chunks_bound_the_walks(random_graph, L):
-    from pyg_degreembed.paths import walk_chunks
+    from pyg_degreembed.interpret.paths import walk_chunks
     edge_index, edge_type, N, K = random_graph
     graph = TypedGraph(*random_graph)
     M = dense_operators(edge_index, edge_type, N, K).sum(0)
@@ -121,11 +122,12 @@ def test_walk_chunks_bound_the_walks(random_graph, L):
 
 
 def test_rule_counts_do_not_depend_on_the_chunks(monkeypatch):
-    import pyg_degreembed.paths
-    from pyg_degreembed.applied_rules import rule_counts
+    import pyg_degreembed.interpret.paths
+    from pyg_degreembed.interpret.applied_rules import rule_counts
+
     from conftest import chain_kg
     data = chain_kg()
     expected = rule_counts(data, 2)
-    monkeypatch.setattr(pyg_degreembed.paths, 'MAX_WALKS', 5)
+    monkeypatch.setattr(pyg_degreembed.interpret.paths, 'MAX_WALKS', 5)
     for a, b in zip(rule_counts(data, 2), expected):
         assert torch.equal(a, b)

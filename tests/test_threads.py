@@ -5,10 +5,11 @@ import pytest
 import torch
 from torch_geometric import seed_everything
 
-import pyg_degreembed.training
-from conftest import chain_kg
+import pyg_degreembed.training.loop
 from pyg_degreembed import RuleReasoner, fit
-from pyg_degreembed.threads import ThreadGuard
+from pyg_degreembed.training.threads import ThreadGuard
+
+from conftest import chain_kg
 
 
 @pytest.fixture
@@ -100,7 +101,7 @@ def test_fit_with_the_guard_is_deterministic(two_threads, monkeypatch):
         return ThreadGuard(*args, **kwargs,
                            clock=SimulatedClock(full=0.03, one=0.005))
 
-    monkeypatch.setattr(pyg_degreembed.training, 'ThreadGuard', guard)
+    monkeypatch.setattr(pyg_degreembed.training.loop, 'ThreadGuard', guard)
     results = []
     for _ in range(2):
         seed_everything(0)

@@ -4,9 +4,10 @@ import pytest
 import torch
 from torch_geometric import seed_everything
 
-from conftest import chain_kg
 from pyg_degreembed import RuleReasoner, fit, rule_loss
-from pyg_degreembed.checkpoint import load_checkpoint, save_checkpoint
+from pyg_degreembed.training.checkpoint import load_checkpoint, save_checkpoint
+
+from conftest import chain_kg
 
 
 def test_nll_and_bce_losses_by_hand():
@@ -38,7 +39,7 @@ def test_bce_gives_a_gradient_to_a_wrong_answer_with_a_high_score():
 
 def test_fit_with_bce_scales_by_the_rank(monkeypatch):
     # fit() passes the model's rank as the largest score.
-    import pyg_degreembed.training as training
+    import pyg_degreembed.training.loop as training
     seen = []
 
     def spy(scores, target, loss, eps, max_score=1.):

@@ -2,8 +2,8 @@ import pytest
 import torch
 
 from pyg_degreembed import KGFormatError
-from pyg_degreembed.io import load_triples_file
-from pyg_degreembed.kg import SPLITS, split_triples
+from pyg_degreembed.data.io import load_triples_file
+from pyg_degreembed.data.kg import SPLITS, split_triples
 
 
 def write(tmp_path, name, content):

@@ -1,8 +1,9 @@
 import pytest
 import torch
 
-from conftest import dense_operators
 from pyg_degreembed import Signals, TypedGraph
+
+from conftest import dense_operators
 
 
 def random_signals(N, C, density, seed=0):

@@ -9,8 +9,8 @@ from torch_geometric.data import HeteroData
 from pyg_degreembed import (RuleReasoner, as_kg, compute_ranks, load_neural_lp,
                             predict)
 from pyg_degreembed.cli import main
-from pyg_degreembed.io import KGFormatError
-from pyg_degreembed.kg import all_triples, answer_types, split_triples
+from pyg_degreembed.data.io import KGFormatError
+from pyg_degreembed.data.kg import all_triples, answer_types, split_triples
 
 
 def people_companies_cities() -> HeteroData:

@@ -1,4 +1,4 @@
-from .degree_embedding import DegreeEmbedding
-from .rule_reasoner import DegreEmbedReasoner, RuleReasoner
+from pyg_degreembed.nn.degree_embedding import DegreeEmbedding
+from pyg_degreembed.nn.rule_reasoner import DegreEmbedReasoner, RuleReasoner
 
 __all__ = ['DegreeEmbedding', 'RuleReasoner', 'DegreEmbedReasoner']

@@ -5,11 +5,12 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.nn import LSTM, Embedding, Linear, Module
 
-from ..features import DegreeSets, PrefixTrie, extend_trie, reverse_padded
-from ..kg import index_tensor
-from ..resolve import resolve_graph
-from ..typed_graph import SourceWeights, TypedGraph
-from .trie_lstm import TrieLSTM
+from pyg_degreembed.data.features import (DegreeSets, PrefixTrie, extend_trie,
+                                          reverse_padded)
+from pyg_degreembed.data.kg import index_tensor
+from pyg_degreembed.data.resolve import resolve_graph
+from pyg_degreembed.data.typed_graph import SourceWeights, TypedGraph
+from pyg_degreembed.nn.trie_lstm import TrieLSTM
 
 
 class DegreeEmbedding(Module):
@@ -19,7 +20,8 @@ class DegreeEmbedding(Module):
 
     Each entity :math:`e` is described by the sorted set
     :math:`\mathcal{D}(e) = (k_1, \ldots, k_d)` of edge types that leave it
-    (see :func:`~pyg_degreembed.features.degree_sets`).  The set is embedded
+    (see :func:`~pyg_degreembed.data.features.degree_sets`).  The set is
+    embedded
     token by token, read by a bidirectional LSTM, and turned into one weight
     per edge type:
 
@@ -180,7 +182,7 @@ class DegreeEmbedding(Module):
                        left_out: Optional[Tuple[Tensor, ...]] = None
                        ) -> SourceWeights:
         r""":math:`\rho` as in :meth:`forward`, held once per degree-type
-        set (:class:`~pyg_degreembed.typed_graph.SourceWeights`), so that
+        set (:class:`~pyg_degreembed.data.typed_graph.SourceWeights`), so that
         nothing is computed or stored per entity: what a
         :class:`~pyg_degreembed.RuleReasoner` calls.
 

@@ -7,10 +7,11 @@ from torch.nn import LSTM, Embedding, Linear, Module, ModuleList
 from torch.utils.checkpoint import checkpoint
 from torch_geometric.nn.inits import reset
 
-from ..kg import check_positive_ints, index_tensor, query_edges
-from ..resolve import resolve_graph
-from ..typed_graph import Signals, SourceWeights, TypedGraph
-from .degree_embedding import DegreeEmbedding
+from pyg_degreembed.data.kg import (check_positive_ints, index_tensor,
+                                    query_edges)
+from pyg_degreembed.data.resolve import resolve_graph
+from pyg_degreembed.data.typed_graph import Signals, SourceWeights, TypedGraph
+from pyg_degreembed.nn.degree_embedding import DegreeEmbedding
 
 
 class RuleReasoner(Module):
@@ -293,7 +294,8 @@ class RuleReasoner(Module):
         score of :math:`t` is the sum over the paths :math:`h \to t` of
         :math:`\sum_j \prod_l` (factor of the step's operator
         :math:`\times` :math:`\rho` of the step's source and edge type),
-        an edge counted once per copy (see :mod:`pyg_degreembed.explain`).
+        an edge counted once per copy (see
+        :mod:`pyg_degreembed.interpret.explain`).
 
         :rtype: (:class:`torch.Tensor` of shape :obj:`[B, T, L, K + 1]`,
             float64; :class:`~pyg_degreembed.SourceWeights` or :obj:`None`)
@@ -405,7 +407,7 @@ class RuleReasoner(Module):
         of :obj:`data` (or on :obj:`triples`), :obj:`"attention"` the
         attention-only confidence; see
         :func:`~pyg_degreembed.extract_rules`."""
-        from ..rules import extract_rules
+        from pyg_degreembed.interpret.rules import extract_rules
         relations = [relation] if relation is not None else range(
             self.num_edge_types if inverse else self.num_relations)
         return [rule for q in relations for rule in extract_rules(
@@ -413,7 +415,8 @@ class RuleReasoner(Module):
 
     def config(self) -> dict:
         r"""The constructor arguments, to rebuild the model (the edge weight
-        is described by :func:`~pyg_degreembed.checkpoint.model_spec`)."""
+        is described by
+        :func:`~pyg_degreembed.training.checkpoint.model_spec`)."""
         return dict(num_relations=self.num_relations,
                     num_steps=self.num_steps, rank=self.rank,
                     embedding_dim=self.embedding_dim,

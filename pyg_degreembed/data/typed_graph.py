@@ -6,9 +6,10 @@ import torch
 from torch import Tensor
 from torch_geometric.utils import cumsum, degree
 
-from .features import degree_sets_of_pairs, source_type_pairs
-from .kg import index_tensor
-from .ragged import ragged_arange
+from pyg_degreembed.data.features import (degree_sets_of_pairs,
+                                          source_type_pairs)
+from pyg_degreembed.data.kg import index_tensor
+from pyg_degreembed.data.ragged import ragged_arange
 
 
 class _ConstantSparseMatmul(torch.autograd.Function):

@@ -17,7 +17,7 @@ with :math:`u` unseen negative groundings (:obj:`unseen`) and :math:`x
 
 **Answer-type rules.** :math:`q(X, Y) \Leftarrow s(Y, \_)`: the answer has
 an edge of type :math:`s` (a column of its degree-type set, see
-:mod:`pyg_degreembed.features`), with the confidence
+:mod:`pyg_degreembed.data.features`), with the confidence
 :math:`|\{(x, y) : q(x, y), s(y, \_)\}| / (|\{(x, y) : \exists y'\,
 q(x, y'),\; s(y, \_)\}| + u)`, the answer's own edge left out.
 
@@ -37,14 +37,16 @@ import torch
 from torch import Tensor
 from torch.nn import Module
 
-from .convert import as_kg
-from .kg import check_positive_ints, index_tensor, query_edges, split_triples
-from .paths import (check_pattern_keys, expand_paths, path_counts,
-                    pattern_of, walk_chunks)
-from .ragged import ragged_arange
-from .resolve import resolve_graph
-from .rules import Rule, format_atom
-from .typed_graph import TypedGraph
+from pyg_degreembed.data.convert import as_kg
+from pyg_degreembed.data.kg import (check_positive_ints, index_tensor,
+                                    query_edges, split_triples)
+from pyg_degreembed.data.ragged import ragged_arange
+from pyg_degreembed.data.resolve import resolve_graph
+from pyg_degreembed.data.typed_graph import TypedGraph
+from pyg_degreembed.interpret.paths import (check_pattern_keys, expand_paths,
+                                            path_counts, pattern_of,
+                                            walk_chunks)
+from pyg_degreembed.interpret.rules import Rule, format_atom
 
 
 class AppliedRules(Module):
@@ -57,7 +59,7 @@ class AppliedRules(Module):
         relation (torch.Tensor): Query relation of each rule in
             :math:`[0, 2R)`, shape :obj:`[M]`.
         pattern (torch.Tensor): Pattern id of each rule (see
-            :mod:`pyg_degreembed.paths`), shape :obj:`[M]`.
+            :mod:`pyg_degreembed.interpret.paths`), shape :obj:`[M]`.
         confidence (torch.Tensor): Confidence of each rule, shape
             :obj:`[M]`.
         num_keys (int, optional): How many rules are compared per candidate
@@ -72,7 +74,7 @@ class AppliedRules(Module):
         support (torch.Tensor, optional): The training queries each rule
             answers (its correct predictions), shape :obj:`[M]`; kept to
             write the rules in AnyBURL's format
-            (:mod:`pyg_degreembed.anyburl`). (default: :obj:`None`)
+            (:mod:`pyg_degreembed.interpret.anyburl`). (default: :obj:`None`)
         groundings (torch.Tensor, optional): The pairs each rule's body
             joins (its predictions), shape :obj:`[M]`. (default:
             :obj:`None`)
@@ -435,7 +437,7 @@ def rule_counts(data: Any, num_steps: int = 2,
 def check_mining(data: Any, num_steps: int, chunk_size: int = 256):
     r"""Refuses, before any work, a rule length whose mining
     (:func:`rule_counts`) would not fit: pattern ids beyond 64 bits, or
-    more walks than :data:`~pyg_degreembed.paths.MAX_TOTAL_WALKS`."""
+    more walks than :data:`~pyg_degreembed.interpret.paths.MAX_TOTAL_WALKS`."""
     kg = as_kg(data)
     R, N = kg.num_relations, kg.num_nodes
     check_positive_ints(num_steps=num_steps, chunk_size=chunk_size)

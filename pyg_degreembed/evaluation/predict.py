@@ -5,8 +5,8 @@ from typing import Any, List
 import torch
 from torch.nn import Module
 
-from .convert import as_kg
-from .kg import all_triples, answer_types
+from pyg_degreembed.data.convert import as_kg
+from pyg_degreembed.data.kg import all_triples, answer_types
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,7 @@ def predict(model: Module, data: Any, head: int, relation: int,
             triples. (default: :obj:`True`)
         typed (bool, optional): In a KG with node types (built from a
             :obj:`HeteroData`), list only entities of the relation's answer
-            type (:func:`~pyg_degreembed.kg.answer_types`).
+            type (:func:`~pyg_degreembed.data.kg.answer_types`).
             (default: :obj:`True`)
     """
     if not isinstance(k, int) or isinstance(k, bool):

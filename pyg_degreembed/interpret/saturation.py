@@ -31,10 +31,12 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import torch
 from torch_geometric.data import Data
 
-from .kg import SPLITS, add_inverse_edges, all_triples, split_triples
-from .convert import as_kg
-from .paths import check_pattern_keys, path_counts, pattern_of
-from .typed_graph import TypedGraph
+from pyg_degreembed.data.convert import as_kg
+from pyg_degreembed.data.kg import (SPLITS, add_inverse_edges, all_triples,
+                                    split_triples)
+from pyg_degreembed.data.typed_graph import TypedGraph
+from pyg_degreembed.interpret.paths import (check_pattern_keys, path_counts,
+                                            pattern_of)
 
 
 @dataclass(frozen=True)
@@ -126,7 +128,7 @@ def saturation_table(items: List[Saturation], relation_names: List[str],
                      top: int = 5) -> str:
     r"""The top patterns per relation as a Markdown table, like the paper's
     Tables 2 and 6."""
-    from .rules import Rule
+    from pyg_degreembed.interpret.rules import Rule
     lines = ['| rule | macro γ | micro δ | comprehensive η |',
              '|---|---|---|---|']
     shown: Dict[int, int] = {}

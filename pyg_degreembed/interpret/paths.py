@@ -12,10 +12,10 @@ from typing import Iterator, List, Optional, Tuple
 import torch
 from torch import Tensor
 
-from .budget import ResourceError, check_memory
-from .kg import query_edges
-from .ragged import ragged_arange
-from .typed_graph import SourceWeights, TypedGraph
+from pyg_degreembed.data.kg import query_edges
+from pyg_degreembed.data.ragged import ragged_arange
+from pyg_degreembed.data.typed_graph import SourceWeights, TypedGraph
+from pyg_degreembed.training.budget import ResourceError, check_memory
 
 
 def expand_paths(graph: TypedGraph, start: Tensor, num_steps: int,
@@ -87,8 +87,9 @@ def expand_paths(graph: TypedGraph, start: Tensor, num_steps: int,
 
 
 #: The most walks (paths before merging) one call of :func:`walk_chunks`
-#: plans: more is refused (:class:`~pyg_degreembed.budget.ResourceError`)
-#: rather than run for hours.
+#: plans: more is refused
+#: (:class:`~pyg_degreembed.training.budget.ResourceError`) rather than run
+#: for hours.
 MAX_TOTAL_WALKS = 1e10
 #: Walks expanded per second by :func:`path_counts` on 2 CPU cores (Family,
 #: paths of length 3), for the message.

@@ -11,19 +11,23 @@ import torch
 from torch import Tensor
 from torch_geometric.data import Data
 
-from .budget import check_memory, training_bytes
-from .checkpoint import (FORMAT, CheckpointError, check_kg, kg_fingerprint,
-                         load_checkpoint, model_spec, save_checkpoint)
-from .convert import as_kg
-from .distributed import (all_reduce_gradients, all_reduce_sum,
-                          broadcast_parameters, world)
-from .evaluation import TrueAnswers, both_directions, rank_queries
-from .files import check_writable, exclusive
-from .kg import (all_triples, answer_types, check_positive_ints,
-                 split_triples)
-from .progress import Progress, log_line
-from .threads import ThreadGuard, training_probe
-from .version import __version__
+from pyg_degreembed.data.convert import as_kg
+from pyg_degreembed.data.kg import (all_triples, answer_types,
+                                    check_positive_ints, split_triples)
+from pyg_degreembed.evaluation.ranks import (TrueAnswers, both_directions,
+                                             rank_queries)
+from pyg_degreembed.training.budget import check_memory, training_bytes
+from pyg_degreembed.training.checkpoint import (FORMAT, CheckpointError,
+                                                check_kg, kg_fingerprint,
+                                                load_checkpoint, model_spec,
+                                                save_checkpoint)
+from pyg_degreembed.training.distributed import (all_reduce_gradients,
+                                                 all_reduce_sum,
+                                                 broadcast_parameters, world)
+from pyg_degreembed.training.files import check_writable, exclusive
+from pyg_degreembed.training.progress import Progress, log_line
+from pyg_degreembed.training.threads import ThreadGuard, training_probe
+from pyg_degreembed.version import __version__
 
 LOSSES = ('nll', 'bce')
 #: What runs checkpointed before a setting existed were trained with.
@@ -138,7 +142,8 @@ def fit(
     some float sums (differences in the 7th digit): turn it off for
     bit-identical reruns on a shared machine.
 
-    In a :mod:`torch.distributed` job (see :mod:`pyg_degreembed.distributed`)
+    In a :mod:`torch.distributed` job (see
+    :mod:`pyg_degreembed.training.distributed`)
     the global batches are split between the processes, gradients summed,
     validation sharded, and only process 0 logs and writes checkpoints.
 
@@ -185,7 +190,7 @@ def fit(
             validations: a tqdm bar on a terminal, else a line to
             :obj:`log` every :obj:`progress_interval` seconds (batches done,
             queries/s, running loss, ETA; see
-            :class:`~pyg_degreembed.progress.Progress`).
+            :class:`~pyg_degreembed.training.progress.Progress`).
             (default: :obj:`True`)
         progress_interval (float, optional): Seconds between two progress
             lines when the output is not a terminal. (default: :obj:`30.0`)
@@ -194,7 +199,7 @@ def fit(
         checkpoint (str, optional): A file to write after every epoch
             (atomically), holding the model, the optimizer, the best
             weights, the history and the RNG states; see
-            :mod:`pyg_degreembed.checkpoint`. (default: :obj:`None`)
+            :mod:`pyg_degreembed.training.checkpoint`. (default: :obj:`None`)
         resume (bool, optional): Continue from :obj:`checkpoint` if it
             exists; refused if the checkpoint's KG, model or training
             settings (:obj:`lr`, :obj:`edge_weight_lr`, :obj:`batch_size`,
@@ -209,7 +214,8 @@ def fit(
         adapt_threads (bool, optional): Move to one CPU thread while
             another process competes for the cores and that is at least
             1.5 times as fast, measured on a probe batch (see
-            :class:`~pyg_degreembed.threads.ThreadGuard`; logged; on an idle
+            :class:`~pyg_degreembed.training.threads.ThreadGuard`; logged; on
+            an idle
             machine nothing changes). (default: :obj:`True`)
         callback (callable, optional): Called as :obj:`callback(epoch,
             step)` after every optimisation step. (default: :obj:`None`)

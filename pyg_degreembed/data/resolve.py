@@ -16,9 +16,9 @@ from torch import Tensor
 from torch_geometric.data import Data, Dataset
 from torch_geometric.utils.num_nodes import maybe_num_nodes
 
-from .convert import as_kg
-from .kg import add_inverse_edges, index_tensor
-from .typed_graph import TypedGraph, check_edge_shapes
+from pyg_degreembed.data.convert import as_kg
+from pyg_degreembed.data.kg import add_inverse_edges, index_tensor
+from pyg_degreembed.data.typed_graph import TypedGraph, check_edge_shapes
 
 
 class GraphCache:

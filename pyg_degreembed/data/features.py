@@ -5,7 +5,7 @@ import torch
 from torch import Tensor
 from torch_geometric.utils import cumsum, degree
 
-from .ragged import ragged_arange
+from pyg_degreembed.data.ragged import ragged_arange
 
 
 class PrefixTrie(NamedTuple):

@@ -19,20 +19,21 @@ form from each query's counts of better, tied and all non-answers
 """
 import inspect
 import math
-from typing import (Any, Callable, Dict, List, NamedTuple, Optional,
-                    Sequence, Tuple, Union)
+from typing import (Any, Callable, Dict, List, NamedTuple, Optional, Sequence,
+                    Tuple, Union)
 
 import torch
 from torch import Tensor
 from torch.nn import Module
 
-from .convert import as_kg
-from .distributed import gather_strided, world
-from .kg import GRAPH_SPLITS, all_triples, answer_types, split_triples
-from .progress import Progress
-from .ragged import ragged_arange
-from .resolve import resolve_graph
-from .typed_graph import TypedGraph
+from pyg_degreembed.data.convert import as_kg
+from pyg_degreembed.data.kg import (GRAPH_SPLITS, all_triples, answer_types,
+                                    split_triples)
+from pyg_degreembed.data.ragged import ragged_arange
+from pyg_degreembed.data.resolve import resolve_graph
+from pyg_degreembed.data.typed_graph import TypedGraph
+from pyg_degreembed.training.distributed import gather_strided, world
+from pyg_degreembed.training.progress import Progress
 
 TIE_POLICIES = ('optimistic', 'pessimistic', 'realistic')
 HITS_AT = (1, 3, 10)
@@ -293,14 +294,14 @@ def compute_ranks(model: Module, data: Any,
         batch_size (int, optional): Queries per batch. (default: :obj:`256`)
         progress (bool, optional): Report progress (a bar on a terminal,
             else a line every 30 s; see
-            :class:`~pyg_degreembed.progress.Progress`).
+            :class:`~pyg_degreembed.training.progress.Progress`).
             (default: :obj:`False`)
         remove_edge (bool, optional): Leave each query's own edge out;
             :obj:`None` does so for the splits :obj:`"train"` and
             :obj:`"facts"` if the model can. (default: :obj:`None`)
         typed (bool, optional): In a KG with node types (built from a
             :obj:`HeteroData`), rank each answer among the entities of its
-            node type only (:func:`~pyg_degreembed.kg.answer_types`); an
+            node type only (:func:`~pyg_degreembed.data.kg.answer_types`); an
             untyped KG ranks among all entities either way.
             (default: :obj:`True`)
     """
@@ -352,7 +353,8 @@ def rank_queries(model: Module, graph: TypedGraph, triples: Tensor,
         true_answers (TrueAnswers): All known true triples, for filtering.
         batch_size (int, optional): Queries per batch. (default: :obj:`256`)
         progress (callable, optional): Makes the
-            :class:`~pyg_degreembed.progress.Progress` of a given number of
+            :class:`~pyg_degreembed.training.progress.Progress` of a given
+            number of
             batches. (default: :obj:`None`, silent)
         remove_edge (bool, optional): Score each query without its own edge
             and that edge's inverse (:obj:`model(..., remove_tail=answer)`),
@@ -360,7 +362,7 @@ def rank_queries(model: Module, graph: TypedGraph, triples: Tensor,
             (default: :obj:`False`)
         types (Tuple[torch.Tensor, torch.Tensor], optional): Typed
             ranking: the node type of each entity and of each query
-            relation's answers (:func:`~pyg_degreembed.kg.answer_types`).
+            relation's answers (:func:`~pyg_degreembed.data.kg.answer_types`).
             (default: :obj:`None`, untyped)
     """
     num_processes, process = world()

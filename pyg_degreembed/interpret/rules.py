@@ -7,7 +7,7 @@ A rule for query relation :math:`q` is a path of edge types
 score mass that the rule carries on a set of queries of :math:`q` (the
 training queries by default, each without its own edge, as in training).
 The score of an answer is an exact sum over grounded operator paths (see
-:mod:`pyg_degreembed.explain`); a rule's mass is the sum of the
+:mod:`pyg_degreembed.interpret.explain`); a rule's mass is the sum of the
 contributions of the paths that apply it (identity steps merged), over the
 queries' true answers, and its confidence is that mass over the total score
 of those answers.  It includes :math:`\rho`, so it says what the model
@@ -41,8 +41,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import torch
 from torch import Tensor
 
-from .kg import split_triples
-from .paths import path_counts, pattern_of
+from pyg_degreembed.data.kg import split_triples
+from pyg_degreembed.interpret.paths import path_counts, pattern_of
 
 CONFIDENCES = ('grounded', 'attention')
 #: Attention rules are found by enumerating every operator path when there
@@ -200,7 +200,7 @@ def training_queries(data: Any, relation: int) -> Tensor:
     r"""The training queries :math:`(h, q, t)` of query relation :math:`q
     \in [0, 2R)` (for :math:`q \geq R`, the training triples of
     :math:`q - R` turned around), shape :obj:`[3, n]`."""
-    from .convert import as_kg
+    from pyg_degreembed.data.convert import as_kg
     kg = as_kg(data)
     R = kg.num_relations
     train = split_triples(kg, 'train')
@@ -222,7 +222,7 @@ def grounded_rules(model: torch.nn.Module, data: Any, relation: int,
     Vectorised: per batch of queries, one pass of the model for the
     path factors (:meth:`~pyg_degreembed.RuleReasoner.path_factors`) and one
     weighted path count for all rule bodies
-    (:func:`~pyg_degreembed.paths.path_counts` with :math:`\rho`).
+    (:func:`~pyg_degreembed.interpret.paths.path_counts` with :math:`\rho`).
 
     Args:
         model (RuleReasoner): A trained rule reasoner.

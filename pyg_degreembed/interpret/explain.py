@@ -28,9 +28,9 @@ from typing import Any, List, Optional, Sequence, Tuple
 import torch
 from torch.nn import Module
 
-from .kg import edge_type_name, query_edges
-from .rules import format_atom
-from .typed_graph import TypedGraph
+from pyg_degreembed.data.kg import edge_type_name, query_edges
+from pyg_degreembed.data.typed_graph import TypedGraph
+from pyg_degreembed.interpret.rules import format_atom
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ from typing import Callable, List, Optional
 import torch
 from torch_geometric.data import Data, InMemoryDataset, download_url
 
-from .io import load_neural_lp, load_triples_file
+from pyg_degreembed.data.io import load_neural_lp, load_triples_file
 
 BUNDLED = ('family', 'kinship', 'umls')
 NAMES = BUNDLED + ('wn18', 'fb15k-237')
@@ -21,7 +21,7 @@ def bundled_path(name: str) -> str:
     if name not in BUNDLED:
         raise ValueError(f"No bundled dataset {name!r}; bundled are "
                          f"{', '.join(BUNDLED)}")
-    return osp.join(osp.dirname(osp.abspath(__file__)), 'data', name)
+    return osp.join(osp.dirname(osp.abspath(__file__)), name)
 
 
 def dataset_path(spec: str) -> str:
@@ -41,7 +41,7 @@ def dataset_path(spec: str) -> str:
 
 def load_dataset(spec: str) -> Data:
     r"""Loads a KG named by :obj:`spec`: a Neural-LP folder, a single
-    triples file (:func:`~pyg_degreembed.io.load_triples_file` with its
+    triples file (:func:`~pyg_degreembed.data.io.load_triples_file` with its
     default split) or a bundled dataset (:obj:`"family"`,
     :obj:`"kinship"`, :obj:`"umls"`); see :func:`dataset_path`.  The result
     records :obj:`spec` (a path made absolute) as :obj:`data.source`."""
@@ -81,7 +81,7 @@ class KGBenchmark(InMemoryDataset):
 
     The single :class:`~torch_geometric.data.Data` object has the layout of
     :class:`~torch_geometric.datasets.RelLinkPredDataset` described in
-    :mod:`pyg_degreembed.kg`: :obj:`edge_index`/:obj:`edge_type` are
+    :mod:`pyg_degreembed.data.kg`: :obj:`edge_index`/:obj:`edge_type` are
     facts and train with inverse edges; valid and test triples are never
     edges.
 

@@ -38,8 +38,7 @@ import torch
 from torch import Tensor
 from torch_geometric.data import Data
 
-from .kg import SPLITS, kg_data
-
+from pyg_degreembed.data.kg import SPLITS, kg_data
 
 #: First lines of a triples file that are read as a header and skipped.
 HEADERS = {('head', 'relation', 'tail'), ('head', 'rel', 'tail'),
@@ -211,7 +210,7 @@ def _field_splitter(path: str, first_line: str, delimiter: Optional[str]):
 def load_neural_lp(folder: str) -> Data:
     r"""Loads a knowledge graph in the Neural-LP folder format into a
     :class:`~torch_geometric.data.Data` object (layout in
-    :mod:`pyg_degreembed.kg`).
+    :mod:`pyg_degreembed.data.kg`).
 
     Args:
         folder (str): The folder with :obj:`train.txt`, :obj:`valid.txt`,
@@ -219,7 +218,8 @@ def load_neural_lp(folder: str) -> Data:
             neither) :obj:`entities.txt` and :obj:`relations.txt`, and
             :obj:`entity_types.txt` (:obj:`entity<TAB>type` lines, every
             entity typed): a typed KG, whose answers are ranked among the
-            entities of their type (:func:`~pyg_degreembed.kg.answer_types`;
+            entities of their type
+            (:func:`~pyg_degreembed.data.kg.answer_types`;
             each relation must join one source type to one destination
             type).
     """
@@ -274,7 +274,7 @@ def load_neural_lp(folder: str) -> Data:
 def read_entity_types(path: str, data: Data, entity_ids: Dict[str, int]):
     r"""Reads :obj:`entity<TAB>type` lines into :obj:`data.node_type`,
     :obj:`data.node_type_names` and :obj:`data.relation_types` (see
-    :func:`~pyg_degreembed.kg.answer_types`)."""
+    :func:`~pyg_degreembed.data.kg.answer_types`)."""
     node_type = torch.full((len(entity_ids), ), -1, dtype=torch.long)
     type_ids: Dict[str, int] = {}
     for i, line in read_lines(path):

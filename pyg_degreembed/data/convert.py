@@ -1,5 +1,5 @@
 r"""Conversion between the KG :class:`~torch_geometric.data.Data` layout
-(:mod:`pyg_degreembed.kg`), plain typed edge lists,
+(:mod:`pyg_degreembed.data.kg`), plain typed edge lists,
 :class:`~torch_geometric.data.HeteroData` (one edge type per relation) and
 the layouts of PyG's own KG datasets (:func:`as_kg`)."""
 import os.path as osp
@@ -9,8 +9,8 @@ import torch
 from torch import Tensor
 from torch_geometric.data import Data, Dataset, HeteroData
 
-from .kg import (GRAPH_SPLITS, SPLITS, check_shape, index_tensor, kg_data,
-                 split_triples)
+from pyg_degreembed.data.kg import (GRAPH_SPLITS, SPLITS, check_shape,
+                                    index_tensor, kg_data, split_triples)
 
 NODE_TYPE = 'entity'
 
@@ -102,7 +102,7 @@ def from_hetero_data(data: HeteroData) -> Data:
     (:obj:`node_type`, :obj:`node_type_names`, and :obj:`relation_types`,
     each relation's source and destination type), so that answers are
     ranked among entities of the right type
-    (:func:`~pyg_degreembed.kg.answer_types`)."""
+    (:func:`~pyg_degreembed.data.kg.answer_types`)."""
     if not data.node_types:
         raise ValueError('The HeteroData has no node type (set '
                          "data['entity'].num_nodes)")
@@ -178,7 +178,7 @@ def _check_observed(store, edge_type):
 
 def as_kg(kg: Any) -> Data:
     r"""Returns any supported knowledge graph in the library's layout
-    (:mod:`pyg_degreembed.kg`); :func:`~pyg_degreembed.fit`,
+    (:mod:`pyg_degreembed.data.kg`); :func:`~pyg_degreembed.fit`,
     :func:`~pyg_degreembed.evaluate` and the models call it on what they are
     given.  Accepted, and how each is read:
 

@@ -11,7 +11,7 @@ correct predictions, its confidence (correct / predictions) and the rule,
 with :obj:`X` and :obj:`Y` the head's variables and :obj:`A`, :obj:`B`,
 ... the body's, an inverse edge written as the relation with its arguments
 swapped.  The counts written are those behind this library's confidences
-(:func:`~pyg_degreembed.applied_rules.rule_counts`): the correct
+(:func:`~pyg_degreembed.interpret.applied_rules.rule_counts`): the correct
 predictions are the *training* queries a rule answers, the facts of a KG
 that has a :obj:`facts` split being its evidence only, so on such KGs the
 confidences are lower than AnyBURL's by about the training share of the
@@ -39,11 +39,11 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import torch
 from torch.nn import Module
 
-from .applied_rules import AppliedRules
-from .files import atomic_write
-from .io import KGFormatError, read_lines
-from .paths import pattern_of
-from .rules import format_atom
+from pyg_degreembed.data.io import KGFormatError, read_lines
+from pyg_degreembed.interpret.applied_rules import AppliedRules
+from pyg_degreembed.interpret.paths import pattern_of
+from pyg_degreembed.interpret.rules import format_atom
+from pyg_degreembed.training.files import atomic_write
 
 #: An atom: relation(first,second).
 _ATOM = re.compile(r'\s*([^(),]+?)\(\s*([^(),]+?)\s*,\s*([^(),]+?)\s*\)\s*')
@@ -158,7 +158,7 @@ def read_anyburl(path: str, relation_names: Sequence[str],
     :math:`(?, r, y)` by the reversed body, with confidence :math:`c / (n +
     u)`.  Other rules are skipped (:obj:`skipped` on the result counts
     them).  A line that is not a rule line, or a relation the names do not
-    hold, is a :class:`~pyg_degreembed.io.KGFormatError` naming the file
+    hold, is a :class:`~pyg_degreembed.data.io.KGFormatError` naming the file
     and line.
 
     Args:

@@ -13,10 +13,11 @@ from typing import Any, List
 
 import torch
 
-from .convert import as_kg
-from .kg import check_positive_ints, query_edges, split_triples
-from .paths import expand_paths
-from .resolve import resolve_graph
+from pyg_degreembed.data.convert import as_kg
+from pyg_degreembed.data.kg import (check_positive_ints, query_edges,
+                                    split_triples)
+from pyg_degreembed.data.resolve import resolve_graph
+from pyg_degreembed.interpret.paths import expand_paths
 
 
 @torch.no_grad()

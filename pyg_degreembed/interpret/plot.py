@@ -38,7 +38,7 @@ def plot_entity_embedding(model: Module, graph: Any, path: str,
     import matplotlib.pyplot as plt
     from sklearn.manifold import TSNE
 
-    from .nn import DegreeEmbedding
+    from pyg_degreembed.nn import DegreeEmbedding
     if not isinstance(model.edge_weight, DegreeEmbedding):
         raise ValueError(f'{model} has no degree embedding to plot')
     degree = model.graph(graph).degree
@@ -83,7 +83,8 @@ def plot_explanation(explanation, path: str,
                      entity_names: Optional[Sequence[str]] = None,
                      relation_names: Optional[Sequence[str]] = None,
                      max_paths: int = 12):
-    r"""Draws an :class:`~pyg_degreembed.explain.Explanation` as a graph and
+    r"""Draws an :class:`~pyg_degreembed.interpret.explain.Explanation` as a
+    graph and
     saves it as PNG: the head on the left (green), the candidate on the
     right (red), the entities between them by the step at which the paths
     reach them; an edge's width and label give its relation and its share
@@ -94,9 +95,10 @@ def plot_explanation(explanation, path: str,
     """
     import matplotlib
     matplotlib.use('Agg')
+    from dataclasses import replace
+
     import matplotlib.pyplot as plt
     import networkx as nx
-    from dataclasses import replace
 
     shown = replace(explanation, paths=explanation.paths[:max_paths])
     graph = shown.to_networkx(entity_names, relation_names)

@@ -18,9 +18,11 @@ dictionaries, so it loads with :obj:`torch.load(..., weights_only=True)`:
   and the RNG states (:obj:`torch_rng`, :obj:`shuffle_rng`)
 * :obj:`rules` and :obj:`scorer` (optional, written by
   :obj:`pyg-degreembed train`): the
-  :class:`~pyg_degreembed.applied_rules.AppliedRules` that rank answers
+  :class:`~pyg_degreembed.interpret.applied_rules.AppliedRules` that rank
+  answers
   with the model as tie-break
-  (:meth:`~pyg_degreembed.applied_rules.AppliedRules.to_payload`), and
+  (:meth:`~pyg_degreembed.interpret.applied_rules.AppliedRules.to_payload`),
+  and
   which of the two ranks answers (:obj:`"rules"` or :obj:`"model"`)
 
 Writes go to a temporary file in the same folder, then :func:`os.replace`,
@@ -40,7 +42,7 @@ from typing import Any, Dict, Optional, Union
 
 import torch
 
-from .files import atomic_write
+from pyg_degreembed.training.files import atomic_write
 
 FORMAT = 3
 READABLE_FORMATS = (1, 2, 3)
@@ -170,7 +172,7 @@ def kg_fingerprint(data) -> str:
     r"""A SHA-256 of a KG's entity and relation names and of the triples of
     each split (order-independent): two KGs share it only if every triple
     is in the same split, so a changed or re-split file is recognised."""
-    from .kg import SPLITS, split_triples
+    from pyg_degreembed.data.kg import SPLITS, split_triples
     digest = hashlib.sha256()
     for names in (data.entity_names, data.relation_names):
         digest.update('\n'.join(names).encode() + b'\0')
@@ -222,7 +224,7 @@ def model_spec(model) -> Dict[str, Any]:
 def model_from_checkpoint(payload: Dict[str, Any], best: bool = True):
     r"""Rebuilds the model of a checkpoint with its best (or last)
     weights."""
-    from .nn import DegreeEmbedding, RuleReasoner
+    from pyg_degreembed.nn import DegreeEmbedding, RuleReasoner
     spec = payload['model']
     edge_weight = spec['edge_weight']
     if edge_weight is not None:
@@ -251,7 +253,8 @@ def load_model(path: str, dataset: Optional[str] = None,
         path (str): The checkpoint file.
         dataset (str, optional): The training KG (a bundled name, a folder
             or a triples file; see
-            :func:`~pyg_degreembed.datasets.load_dataset`), where it is not
+            :func:`~pyg_degreembed.data.datasets.load_dataset`), where it is
+            not
             the path recorded in the checkpoint; it must hold the same
             triples in the same splits. (default: the recorded one)
         device (torch.device, optional): Where to put the model.
@@ -260,7 +263,7 @@ def load_model(path: str, dataset: Optional[str] = None,
             entities, other triples: the inductive setting), given like
             :obj:`dataset`; its relations must be ones the model knows and
             are renumbered to the model's ids by name
-            (:func:`~pyg_degreembed.convert.align_relations`).
+            (:func:`~pyg_degreembed.data.convert.align_relations`).
             (default: :obj:`None`)
 
     :rtype: (:class:`~pyg_degreembed.RuleReasoner` with the best weights,
@@ -276,8 +279,8 @@ def model_and_data(payload: Dict[str, Any], path: str,
                    graph: Optional[str] = None):
     r""":func:`load_model` for a checkpoint already read from :obj:`path`
     (:func:`load_checkpoint`)."""
-    from .convert import align_relations
-    from .datasets import load_dataset
+    from pyg_degreembed.data.convert import align_relations
+    from pyg_degreembed.data.datasets import load_dataset
     if graph is not None:
         if dataset is not None:
             raise CheckpointError('give the training KG (dataset) or '
@@ -304,7 +307,7 @@ def scorer_from_checkpoint(payload: Dict[str, Any], model,
     :obj:`model` as tie-break, or :obj:`"model"`; the model where it
     records none); :obj:`"rules"` requires the rules, :obj:`"model"` is
     the model alone."""
-    from .applied_rules import AppliedRules
+    from pyg_degreembed.interpret.applied_rules import AppliedRules
     if scorer not in SCORERS:
         raise ValueError(f"'scorer' must be one of {SCORERS}, got "
                          f"{scorer!r}")
