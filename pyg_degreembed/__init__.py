@@ -18,6 +18,7 @@ from pyg_degreembed.interpret.explain import explain
 from pyg_degreembed.interpret.rules import Rule, extract_rules
 from pyg_degreembed.nn import DegreeEmbedding, DegreEmbedReasoner, RuleReasoner
 from pyg_degreembed.training.checkpoint import load_model
+from pyg_degreembed.training.config import TrainConfig
 from pyg_degreembed.training.loop import FitResult, fit, rule_loss
 from pyg_degreembed.training.runtime import retain_freed_memory
 from pyg_degreembed.version import __version__
@@ -31,6 +32,7 @@ __all__ = [
     'from_edge_index', 'from_hetero_data', 'to_hetero_data',
     'resolve_graph', 'TrueAnswers', 'Ranks', 'filtered_ranks',
     'compute_ranks', 'evaluate', 'explain', 'predict', 'Prediction', 'fit',
-    'FitResult', 'rule_loss', 'Rule', 'extract_rules', 'load_model',
+    'FitResult', 'TrainConfig', 'rule_loss', 'Rule', 'extract_rules',
+    'load_model',
     'read_anyburl', 'write_anyburl', 'retain_freed_memory', '__version__'
 ]

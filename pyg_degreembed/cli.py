@@ -49,6 +49,7 @@ from pyg_degreembed.training.checkpoint import (SCORERS, CheckpointError,
                                                 scorer_from_checkpoint)
 from pyg_degreembed.training.distributed import init_from_env, world
 from pyg_degreembed.training.files import check_output, input_files
+from pyg_degreembed.training.config import TrainConfig
 from pyg_degreembed.training.loop import fit
 from pyg_degreembed.training.runtime import retain_freed_memory
 from pyg_degreembed.version import __version__
@@ -136,17 +137,25 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument('--version', action='version',
                         version=f'pyg-degreembed {__version__}')
     sub = parser.add_subparsers(dest='command', required=True)
+    for add in (_train_parser, _evaluate_parser, _predict_parser,
+                _rules_parser, _explain_parser, _saturation_parser,
+                _plot_parser):
+        add(sub)
+    return parser
 
-    def command(name, help):
-        return sub.add_parser(
-            name, help=help, description=help,
-            formatter_class=_HelpFormatter)
 
-    # One default configuration: the training options take fit()'s and the
-    # models' defaults.
-    fit_default = _defaults(fit)
+def _command(sub, name: str, help: str) -> argparse.ArgumentParser:
+    return sub.add_parser(name, help=help, description=help,
+                          formatter_class=_HelpFormatter)
+
+
+def _train_parser(sub):
+    # The defaults: TrainConfig's (the training settings), the
+    # models' and fit()'s.
+    train_default = TrainConfig()
     model_default = _defaults(RuleReasoner)
-    p = command('train', 'train and evaluate a model')
+    fit_default = _defaults(fit)
+    p = _command(sub, 'train', 'train and evaluate a model')
     p.add_argument('--dataset', default='family',
                    help="bundled name (family, kinship, umls), a Neural-LP "
                    "folder or a triples file")
@@ -167,27 +176,27 @@ def build_parser() -> argparse.ArgumentParser:
                    help='rank T (neurallp always uses 1)')
     p.add_argument('--dim', type=int, default=model_default['embedding_dim'],
                    help='embedding and LSTM size')
-    p.add_argument('--epochs', type=int, default=fit_default['epochs'],
+    p.add_argument('--epochs', type=int, default=train_default.epochs,
                    help='maximum number of epochs (early stopping usually '
                    'ends sooner)')
-    p.add_argument('--patience', type=int, default=fit_default['patience'],
+    p.add_argument('--patience', type=int, default=train_default.patience,
                    help='epochs without a better validation MRR before '
                    'stopping')
     p.add_argument('--batch-size', type=int,
-                   default=fit_default['batch_size'],
+                   default=train_default.batch_size,
                    help='training queries per step')
-    p.add_argument('--lr', type=float, default=fit_default['lr'],
+    p.add_argument('--lr', type=float, default=train_default.lr,
                    help='Adam learning rate')
     p.add_argument('--edge-weight-lr', type=_rate_or_none,
-                   default=fit_default['edge_weight_lr'],
+                   default=train_default.edge_weight_lr,
                    help="learning rate of the degree embedding ('none': "
                    "--lr, how checkpoints written before this option "
                    "were trained)")
     p.add_argument('--edge-weight-decay', type=float,
-                   default=fit_default['edge_weight_decay'],
+                   default=train_default.edge_weight_decay,
                    help='L2 penalty on the degree embedding (0: none, how '
                    'checkpoints written before this option were trained)')
-    p.add_argument('--loss', default=fit_default['loss'],
+    p.add_argument('--loss', default=train_default.loss,
                    choices=['nll', 'bce'], help='training loss')
     p.add_argument('--max-steps', type=int, default=None,
                    help='end training after this many optimisation steps '
@@ -196,7 +205,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--time-budget', type=float, default=None,
                    help='end training after this many seconds (None: no '
                    'limit); as --max-steps')
-    p.add_argument('--seed', type=int, default=fit_default['seed'],
+    p.add_argument('--seed', type=int, default=train_default.seed,
                    help='seed of the initialisation and the shuffling')
     p.add_argument('--device', default='cpu', help='cpu, cuda, cuda:1, ...')
     p.add_argument('--recompute', action='store_true',
@@ -224,7 +233,9 @@ def build_parser() -> argparse.ArgumentParser:
                    'output is not a terminal')
     p.set_defaults(handler=cmd_train)
 
-    p = command('evaluate', 'filtered ranking metrics')
+
+def _evaluate_parser(sub):
+    p = _command(sub, 'evaluate', 'filtered ranking metrics')
     _checkpoint_args(p)
     p.add_argument('--scorer', default='auto', choices=list(SCORERS),
                    help="'auto': the one train chose (recorded in the "
@@ -244,7 +255,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help='write the metrics here (None: do not)')
     p.set_defaults(handler=cmd_evaluate)
 
-    p = command('predict', "top-k new answers of 'head relation ?'")
+
+def _predict_parser(sub):
+    p = _command(sub, 'predict', "top-k new answers of 'head relation ?'")
     _checkpoint_args(p)
     p.add_argument('--head', required=True,
                    help='head entity: a name, or #index')
@@ -261,7 +274,9 @@ def build_parser() -> argparse.ArgumentParser:
                    'chose (recorded in the checkpoint)')
     p.set_defaults(handler=cmd_predict)
 
-    p = command('rules', 'the learned rules')
+
+def _rules_parser(sub):
+    p = _command(sub, 'rules', 'the learned rules')
     _checkpoint_args(p)
     p.add_argument('--relation', default=None,
                    help='one relation (None: all, inverses included)')
@@ -285,7 +300,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help='write the rules here (None: do not)')
     p.set_defaults(handler=cmd_rules)
 
-    p = command('explain', 'the rule paths behind one predicted answer')
+
+def _explain_parser(sub):
+    p = _command(sub, 'explain', 'the rule paths behind one predicted answer')
     _checkpoint_args(p)
     p.add_argument('--head', required=True,
                    help='head entity: a name, or #index')
@@ -303,8 +320,10 @@ def build_parser() -> argparse.ArgumentParser:
                    '(None: do not)')
     p.set_defaults(handler=cmd_explain)
 
-    p = command('saturation',
-                'macro/micro/comprehensive saturation of rule patterns')
+
+def _saturation_parser(sub):
+    p = _command(sub, 'saturation',
+                 'macro/micro/comprehensive saturation of rule patterns')
     p.add_argument('--dataset', default='family',
                    help='bundled name, Neural-LP folder or triples file')
     p.add_argument('--steps', type=int, default=2,
@@ -322,13 +341,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help='write all values here (None: do not)')
     p.set_defaults(handler=cmd_saturation)
 
-    p = command('plot', 't-SNE plot of the degree embeddings')
+
+def _plot_parser(sub):
+    p = _command(sub, 'plot', 't-SNE plot of the degree embeddings')
     _checkpoint_args(p)
     p.add_argument('--out', default='embedding.png', help='the PNG file')
     p.add_argument('--top', type=int, default=10,
                    help='degree-type classes to colour')
     p.set_defaults(handler=cmd_plot)
-    return parser
 
 
 def _rate_or_none(text: str) -> Optional[float]:
@@ -374,6 +394,11 @@ def _checkpoint_args(p):
 
 
 def cmd_train(args):
+    config = TrainConfig(
+        epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
+        edge_weight_lr=args.edge_weight_lr,
+        edge_weight_decay=args.edge_weight_decay, patience=args.patience,
+        loss=args.loss, seed=args.seed)
     # Under torchrun (WORLD_SIZE > 1): one process per device, gloo on the
     # CPU, NCCL on GPUs; process 0 prints and writes.
     if init_from_env() and torch.cuda.is_available():
@@ -407,16 +432,16 @@ def cmd_train(args):
                   + ', '.join(f'{100 * share:.1f} %' for share in shares)
                   + ' of held-out training answers within 1, 2, 3 edges)')
     cls, fixed = MODELS[args.model]
-    config = dict(num_steps=args.steps, rank=args.rank,
-                  embedding_dim=args.dim, hidden_channels=args.dim,
-                  recompute=args.recompute)
-    config.update(fixed)
+    model_config = dict(num_steps=args.steps, rank=args.rank,
+                        embedding_dim=args.dim, hidden_channels=args.dim,
+                        recompute=args.recompute)
+    model_config.update(fixed)
     check_memory(PARAMETER_COPIES * parameter_bytes(
-        lambda: cls(data.num_relations, **config)),
+        lambda: cls(data.num_relations, **model_config)),
         f'A model with --dim {args.dim} and --rank {args.rank}')
     mine = _mining_plan(args, data, process)
     seed_everything(args.seed)
-    model = cls(data.num_relations, **config)
+    model = cls(data.num_relations, **model_config)
     if process == 0:
         print(f'{data.num_nodes} entities, {data.num_relations} relations, '
               f'{data.train_edge_type.numel()} training triples; {model}')
@@ -426,11 +451,7 @@ def cmd_train(args):
                     'training runs all epochs and keeps the last weights'
                     if split == 'valid' else 'no test metrics'))
     result = fit(
-        model, data, epochs=args.epochs, batch_size=args.batch_size,
-        lr=args.lr, edge_weight_lr=args.edge_weight_lr,
-        edge_weight_decay=args.edge_weight_decay,
-        patience=args.patience, loss=args.loss, seed=args.seed,
-        device=device, progress=not args.no_progress,
+        model, data, config, device=device, progress=not args.no_progress,
         progress_interval=args.progress_interval, checkpoint=checkpoint,
         resume=args.resume, overwrite=args.overwrite,
         allow_config_change=args.allow_config_change,

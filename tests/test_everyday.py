@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch_geometric import seed_everything
 
-from pyg_degreembed import RuleReasoner, fit, predict
+from pyg_degreembed import RuleReasoner, TrainConfig, fit, predict
 from pyg_degreembed.cli import build_parser, main
 from pyg_degreembed.data.kg import all_triples, split_triples
 from pyg_degreembed.evaluation.ranks import TrueAnswers, rank_queries
@@ -94,6 +94,7 @@ def test_cli_predict_filters_and_marks(tmp_path, capsys):
 def test_every_option_shows_its_default_and_fit_shares_them(capsys):
     fit_defaults = {k: p.default for k, p in
                     inspect.signature(fit).parameters.items()}
+    fit_defaults.update(TrainConfig().to_dict())
     for command in ('train', 'evaluate', 'predict', 'rules', 'explain',
                     'saturation', 'plot'):
         with pytest.raises(SystemExit):

@@ -12,7 +12,8 @@ dictionaries, so it loads with :obj:`torch.load(..., weights_only=True)`:
   the model (:func:`model_spec`)
 * :obj:`kg`: :obj:`num_nodes`, :obj:`num_relations`, :obj:`relation_names`
   and :obj:`source` (how the KG was loaded) of the training KG
-* :obj:`fit`: the arguments of :func:`~pyg_degreembed.fit`
+* :obj:`fit`: the training settings, a
+  :class:`~pyg_degreembed.TrainConfig` as a dictionary
 * :obj:`state`: :obj:`model`, :obj:`optimizer`, :obj:`best_model`,
   :obj:`epoch`, :obj:`history`, :obj:`best_epoch`, :obj:`best_valid_mrr`,
   and the RNG states (:obj:`torch_rng`, :obj:`shuffle_rng`)

@@ -1,10 +1,9 @@
 r"""Training a rule reasoner: a small, reusable fit loop."""
-import math
 import os
 import time
 import warnings
 from contextlib import nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import torch
@@ -21,6 +20,7 @@ from pyg_degreembed.training.checkpoint import (FORMAT, CheckpointError,
                                                 check_kg, kg_fingerprint,
                                                 load_checkpoint, model_spec,
                                                 save_checkpoint)
+from pyg_degreembed.training.config import LOSSES, TrainConfig
 from pyg_degreembed.training.distributed import (all_reduce_gradients,
                                                  all_reduce_sum,
                                                  broadcast_parameters, world)
@@ -28,10 +28,6 @@ from pyg_degreembed.training.files import check_writable, exclusive
 from pyg_degreembed.training.progress import Progress, log_line
 from pyg_degreembed.training.threads import ThreadGuard, training_probe
 from pyg_degreembed.version import __version__
-
-LOSSES = ('nll', 'bce')
-#: What runs checkpointed before a setting existed were trained with.
-SETTINGS_BEFORE_THEY_EXISTED = {'edge_weight_decay': 0.}
 
 
 def rule_loss(scores: Tensor, target: Tensor, loss: str = 'nll',
@@ -96,15 +92,8 @@ class FitResult:
 def fit(
     model: torch.nn.Module,
     data: Any,
-    epochs: int = 20,
-    batch_size: int = 128,
-    lr: float = 1e-3,
-    edge_weight_lr: Optional[float] = 1e-4,
-    edge_weight_decay: float = 0.1,
-    patience: int = 3,
-    clip_norm: Optional[float] = 5.0,
-    loss: str = 'nll',
-    seed: int = 0,
+    config: Optional[TrainConfig] = None,
+    *,
     device: Optional[torch.device] = None,
     eval_batch_size: int = 256,
     progress: bool = True,
@@ -118,6 +107,7 @@ def fit(
     callback: Optional[Callable[[int, int], None]] = None,
     max_steps: Optional[int] = None,
     time_budget: Optional[float] = None,
+    **settings,
 ) -> FitResult:
     r"""Trains a rule reasoner on a knowledge graph and restores the weights
     of the epoch with the best filtered validation MRR (realistic ties).
@@ -151,37 +141,12 @@ def fit(
         model (torch.nn.Module): A :class:`~pyg_degreembed.RuleReasoner`.
         data: The KG, in any layout :func:`~pyg_degreembed.as_kg` reads (the
             library's :obj:`Data`, PyG's KG datasets, :obj:`HeteroData`).
-        epochs (int, optional): Maximum number of epochs. (default: :obj:`20`)
-        batch_size (int, optional): Queries per step. (default: :obj:`128`)
-        lr (float, optional): Adam learning rate. (default: :obj:`1e-3`)
-        edge_weight_lr (float, optional): The learning rate of the model's
-            edge weight (the degree embedding of DegreEmbed); :obj:`None`
-            for :obj:`lr`.  Chosen on validation, one value for all KGs:
-            a degree embedding that learns as fast as the rule controllers
-            fits each entity's training queries where degree-type sets are
-            unique per entity (Kinship: validation MRR 0.634 with
-            :obj:`lr`, 0.684 with :obj:`1e-4`; Family and UMLS as good or
-            better).  (default: :obj:`1e-4`)
-        edge_weight_decay (float, optional): L2 penalty on the parameters
-            of the model's edge weight (Adam's :obj:`weight_decay`, added to
-            their clipped gradients): it pulls the degree embedding's
-            :math:`\rho` towards the same weights for every entity, so that
-            entity-specific weights must earn their place on the training
-            queries of many entities.  Chosen on validation, one value for
-            all KGs (mean validation MRR over 3 seeds without / with
-            :obj:`0.1`: Kinship 0.670 / 0.684, UMLS 0.812 / 0.809, Family
-            0.950 / 0.949; see :obj:`benchmarks/variants.py`).
-            (default: :obj:`0.1`)
-        patience (int, optional): Epochs without a better validation MRR
-            before stopping. (default: :obj:`3`)
-        clip_norm (float, optional): Gradient-norm clipping; :obj:`None` for
-            none. (default: :obj:`5.0`)
-        loss (str, optional): :obj:`"nll"` or :obj:`"bce"`, see
-            :func:`rule_loss`. (default: :obj:`"nll"`)
-        seed (int, optional): Seed of the shuffling of the training queries
-            (seed the initialisation with
-            :func:`torch_geometric.seed_everything` before building the
-            model). (default: :obj:`0`)
+        config (TrainConfig, optional): The training settings (epochs,
+            batch size, learning rates, weight decay, patience, clipping,
+            loss, seed), validated once, recorded in the checkpoint and
+            compared on resume. (default: :obj:`TrainConfig()`)
+        **settings: Fields of :class:`TrainConfig` that override
+            :obj:`config`'s, e.g. :obj:`fit(model, data, epochs=5)`.
         device (torch.device, optional): Where to train. (default: the
             model's device)
         eval_batch_size (int, optional): Queries per validation batch.
@@ -202,10 +167,8 @@ def fit(
             :mod:`pyg_degreembed.training.checkpoint`. (default: :obj:`None`)
         resume (bool, optional): Continue from :obj:`checkpoint` if it
             exists; refused if the checkpoint's KG, model or training
-            settings (:obj:`lr`, :obj:`edge_weight_lr`, :obj:`batch_size`,
-            :obj:`seed`,
-            :obj:`loss`, :obj:`clip_norm`, :obj:`patience`; not
-            :obj:`epochs`) differ. (default: :obj:`False`)
+            settings (its :class:`TrainConfig`, :obj:`epochs` aside)
+            differ. (default: :obj:`False`)
         overwrite (bool, optional): Replace an existing :obj:`checkpoint`
             when not resuming (else that is refused). (default:
             :obj:`False`)
@@ -232,9 +195,8 @@ def fit(
     the point where it ended: resuming with a larger limit continues the
     epoch where it stopped, as if it had never stopped.
     """
-    _check_settings(epochs, batch_size, lr, edge_weight_lr,
-                    edge_weight_decay, patience, clip_norm, loss,
-                    eval_batch_size)
+    config = _config(config, settings)
+    check_positive_ints(eval_batch_size=eval_batch_size)
     if not progress_interval >= 0:
         raise ValueError(f"'progress_interval' must be at least 0, got "
                          f'{progress_interval}')
@@ -255,24 +217,21 @@ def fit(
         next(model.parameters()).device
     model.to(device)
     run = _Run(model, data, torch.optim.Adam(
-        parameter_groups(model, edge_weight_lr, edge_weight_decay), lr=lr),
-               torch.Generator().manual_seed(seed), dict(
-                   epochs=epochs, batch_size=batch_size, lr=lr,
-                   edge_weight_lr=edge_weight_lr,
-                   edge_weight_decay=edge_weight_decay, patience=patience,
-                   clip_norm=clip_norm, loss=loss, seed=seed))
+        parameter_groups(model, config.edge_weight_lr,
+                         config.edge_weight_decay), lr=config.lr),
+               torch.Generator().manual_seed(config.seed), config)
     if run.kg.train_edge_type.numel() == 0:
         raise ValueError('The KG has no training triples')
     if device.type == 'cpu':
         check_memory(training_bytes(model, run.graph, run.queries,
-                                    batch_size),
-                     f'Training with batch_size={batch_size} and '
+                                    config.batch_size),
+                     f'Training with batch_size={config.batch_size} and '
                      f'num_steps={model.num_steps} on {run.kg.num_nodes} '
                      'entities')
     broadcast_parameters(model)
     run.guard = ThreadGuard(
         training_probe(model, run.graph,
-                       *(q[:batch_size] for q in run.queries)),
+                       *(q[:config.batch_size] for q in run.queries)),
         enabled=adapt_threads and device.type == 'cpu',
         log=log if run.is_main else None)
     with exclusive(checkpoint) if checkpoint is not None and run.is_main \
@@ -283,26 +242,17 @@ def fit(
                            allow_config_change, callback)
 
 
-def _check_settings(epochs, batch_size, lr, edge_weight_lr,
-                    edge_weight_decay, patience, clip_norm, loss,
-                    eval_batch_size):
-    if loss not in LOSSES:
-        raise ValueError(f"'loss' must be one of {LOSSES}, got {loss!r}")
-    check_positive_ints(epochs=epochs, batch_size=batch_size,
-                        patience=patience, eval_batch_size=eval_batch_size)
-    _check_lr(lr, 'lr')
-    if edge_weight_lr is not None:
-        _check_lr(edge_weight_lr, 'edge_weight_lr')
-    _check_lr(edge_weight_decay, 'edge_weight_decay')
-    if clip_norm is not None and (not math.isfinite(clip_norm) or
-                                  clip_norm <= 0):
-        raise ValueError(f"'clip_norm' must be a positive finite number or "
-                         f'None, got {clip_norm}')
-
-
-def _check_lr(lr, name: str):
-    if not math.isfinite(lr) or lr < 0:
-        raise ValueError(f"'{name}' must be a finite number >= 0, got {lr}")
+def _config(config: Optional[TrainConfig], settings: dict) -> TrainConfig:
+    # The settings of a run: config with the keyword overrides.
+    unknown = set(settings) - {f.name for f in fields(TrainConfig)}
+    if unknown:
+        raise TypeError(f'fit() got unexpected arguments {sorted(unknown)} '
+                        f'(the settings are the fields of TrainConfig: '
+                        f"{', '.join(f.name for f in fields(TrainConfig))})")
+    if config is not None and not isinstance(config, TrainConfig):
+        raise TypeError(f"'config' must be a TrainConfig, got "
+                        f'{type(config).__name__}')
+    return replace(config or TrainConfig(), **settings)
 
 
 def parameter_groups(model: torch.nn.Module,
@@ -357,7 +307,7 @@ def _fit_epochs(run, device, eval_batch_size, progress, progress_interval,
     if not validate:
         note = ('no validation triples: early stopping and the choice of '
                 'the best epoch are off; training runs all '
-                f"{settings['epochs']} epochs and keeps the last weights")
+                f'{settings.epochs} epochs and keeps the last weights')
         warnings.warn(note)
         if log is not None and run.is_main:
             log(note)
@@ -366,10 +316,10 @@ def _fit_epochs(run, device, eval_batch_size, progress, progress_interval,
         return Progress(total, desc, enabled=progress and run.is_main,
                         interval=progress_interval, log=log)
 
-    for epoch in range(first_epoch, settings['epochs'] + 1):
+    for epoch in range(first_epoch, settings.epochs + 1):
         mean_loss, seconds = run.train_epoch(
-            epoch, settings['batch_size'], settings['clip_norm'],
-            settings['loss'], reporter, callback)
+            epoch, settings.batch_size, settings.clip_norm, settings.loss,
+            reporter, callback)
         if run.partial is not None:  # ended by max_steps or time_budget
             if checkpoint is not None and run.is_main:
                 run.save(checkpoint, epoch - 1, False)
@@ -394,7 +344,7 @@ def _fit_epochs(run, device, eval_batch_size, progress, progress_interval,
             log(f'epoch {epoch:3d}  loss {mean_loss:.4f}  '
                 f'time {seconds:6.2f}s  valid MRR {valid_mrr:.4f}'
                 f'{"  *" if improved and validate else ""}')
-        stop = epoch - run.result.best_epoch >= settings['patience']
+        stop = epoch - run.result.best_epoch >= settings.patience
         if checkpoint is not None and run.is_main:
             run.save(checkpoint, epoch, stop)
         if stop:
@@ -406,7 +356,8 @@ def _fit_epochs(run, device, eval_batch_size, progress, progress_interval,
 class _Run:
     r"""The state of one :func:`fit` run and its steps: an epoch, the
     bookkeeping after validation, saving and resuming."""
-    def __init__(self, model, data, optimizer, generator, settings: dict):
+    def __init__(self, model, data, optimizer, generator,
+                 settings: TrainConfig):
         device = next(model.parameters()).device
         self.model, self.optimizer = model, optimizer
         self.generator, self.settings = generator, settings
@@ -524,7 +475,7 @@ class _Run:
             'library_version': __version__,
             'model': model_spec(self.model),
             'kg': self.kg_info,
-            'fit': self.settings,
+            'fit': self.settings.to_dict(),
             'state': {
                 'model': self.model.state_dict(),
                 'optimizer': self.optimizer.state_dict(),
@@ -550,10 +501,8 @@ class _Run:
             raise CheckpointError(
                 f"{path} holds a model {payload['model']}, not this one "
                 f'{model_spec(self.model)}')
-        trained = {**SETTINGS_BEFORE_THEY_EXISTED, **payload['fit']}
-        changed = [f"{k} {trained.get(k)!r} -> {v!r}"
-                   for k, v in self.settings.items()
-                   if k != 'epochs' and trained.get(k) != v]
+        trained = TrainConfig.from_dict(payload['fit'])
+        changed = self.settings.changes(trained)
         if changed and not allow_config_change:
             raise CheckpointError(
                 f"{path} was trained with other settings ({'; '.join(changed)}"
@@ -563,8 +512,8 @@ class _Run:
         self.model.load_state_dict(state['model'])
         self.optimizer.load_state_dict(_optimizer_state_for(
             self.optimizer, state['optimizer'], parameter_groups(
-                self.model, trained.get('edge_weight_lr'),
-                trained.get('edge_weight_decay'))))
+                self.model, trained.edge_weight_lr,
+                trained.edge_weight_decay)))
         self.best_state = state['best_model']
         self.result = FitResult(list(state['history']), state['best_epoch'],
                                 state['best_valid_mrr'])
@@ -573,7 +522,7 @@ class _Run:
         self.global_step = state.get('global_step', 0)
         self.partial = state.get('partial')
         if state['stopped']:
-            return self.settings['epochs'] + 1
+            return self.settings.epochs + 1
         return state['epoch'] + 1
 
 
