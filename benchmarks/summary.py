@@ -29,13 +29,27 @@ from common import RESULTS, update_readme, write_json
 
 def record(dataset, model, settings, num_steps, tests):
     def mean(tie, metric):
-        return statistics.mean(t[tie][metric] for t in tests)
+        values = [t[tie].get(metric) for t in tests]
+        return None if None in values else statistics.mean(values)
     return {'dataset': dataset, 'model': model, 'settings': settings,
             'num_steps': num_steps, 'seeds': len(tests),
             'test_mrr_realistic': mean('realistic', 'mrr'),
             'test_mrr_optimistic': mean('optimistic', 'mrr'),
             'h1': mean('realistic', 'hits@1'),
             'h10': mean('realistic', 'hits@10')}
+
+
+def default_outcome(run, best):
+    r"""What train --scorer auto gives on one run: ('rules', its test
+    metrics) or ('model', the model's test MRRs), whichever is better on
+    validation; None where the run lacks the chosen setting."""
+    row = next((r for r in run['settings'] if key(r) == best), None)
+    if row is None:
+        return None
+    if row['valid']['realistic'] >= run['model']['valid']['realistic']:
+        return 'rules', row['test']
+    return 'model', {tie: {'mrr': run['model']['test'][tie]}
+                     for tie in ('realistic', 'optimistic')}
 
 
 def load(pattern):
@@ -53,25 +67,23 @@ def main():
     runs = load(os.path.join(FOLDER, '*.json'))
     if runs:
         best = chosen_setting(runs)
+        seeds = {}
+        for run in load(os.path.join(FOLDER, 'seeds', '*.json')):
+            seeds.setdefault((run['dataset'], run['num_steps']),
+                             []).append(run)
         for run in runs:
-            row = next((r for r in run['settings'] if key(r) == best), None)
-            if row is None:
+            if not any(key(r) == best for r in run['settings']):
                 continue
             model = run.get('tie_break_model', 'degreembed')
-            if row['valid']['realistic'] >= \
-                    run['model']['valid']['realistic']:
-                out.append(record(run['dataset'], f'applied rules + {model}',
-                                  'default', run['num_steps'],
-                                  [row['test']]))
-            else:  # --scorer auto keeps the model (its MRR only is kept)
-                out.append({'dataset': run['dataset'], 'model': model,
-                            'settings': 'default',
-                            'num_steps': run['num_steps'], 'seeds': 1,
-                            'test_mrr_realistic':
-                            run['model']['test']['realistic'],
-                            'test_mrr_optimistic':
-                            run['model']['test']['optimistic'],
-                            'h1': None, 'h10': None})
+            outcomes = [default_outcome(r, best) for r in [run] + seeds.get(
+                (run['dataset'], run['num_steps']), [])]
+            outcomes = [o for o in outcomes if o is not None]
+            rules_chosen = all(o[0] == 'rules' for o in outcomes)
+            out.append(record(
+                run['dataset'], f'applied rules + {model}' if rules_chosen
+                else model if all(o[0] == 'model' for o in outcomes) else
+                f'applied rules or {model} (per seed, on validation)',
+                'default', run['num_steps'], [o[1] for o in outcomes]))
     names = {'degreembed': ('DegreEmbed', 'paper'),
              'degreembed-rules': ('applied rules + DegreEmbed', 'default'),
              'rules': ('applied rules', 'rules-only')}
