@@ -128,10 +128,6 @@ def _path_of(atoms: List[Tuple[str, str, str]], names: Dict[str, int],
     return tuple(path) if at == 'Y' else None
 
 
-def _unknown(name: str):
-    raise KeyError(name)
-
-
 def _atoms(body: str) -> Optional[List[Tuple[str, str, str]]]:
     # The atoms of a rule body "r(A,B), s(B,C)" (None where it is not one).
     atoms, at = [], 0
@@ -195,8 +191,7 @@ def read_anyburl(path: str, relation_names: Sequence[str],
             raise KGFormatError(path, i, f'cannot read the rule '
                                 f'{fields[3]!r}')
         try:
-            q = names[head.group(1)] if head.group(1) in names else \
-                _unknown(head.group(1))
+            q = names[head.group(1)]  # KeyError: an unknown relation
             body_path = _path_of(atoms, names, R) if arrow and atoms and \
                 head.group(2, 3) == ('X', 'Y') else None
         except KeyError as e:
