@@ -22,7 +22,6 @@ import os
 import signal
 import sys
 import threading
-import time
 from typing import List, Optional
 
 import torch
@@ -35,7 +34,7 @@ from pyg_degreembed.evaluation.predict import predict, reflexive
 from pyg_degreembed.evaluation.ranks import (SAMPLED, TIE_POLICIES,
                                              compute_ranks)
 from pyg_degreembed.interpret.anyburl import anyburl_lines, read_anyburl
-from pyg_degreembed.interpret.applied_rules import AppliedRules, check_mining
+from pyg_degreembed.interpret.applied_rules import check_mining
 from pyg_degreembed.interpret.explain import explain
 from pyg_degreembed.interpret.rule_length import choose_num_steps, reach_shares
 from pyg_degreembed.interpret.saturation import saturation, saturation_table
@@ -47,11 +46,12 @@ from pyg_degreembed.training.checkpoint import (SCORERS, CheckpointError,
                                                 model_and_data,
                                                 save_checkpoint, save_json,
                                                 scorer_from_checkpoint)
+from pyg_degreembed.training.config import TrainConfig
 from pyg_degreembed.training.distributed import init_from_env, world
 from pyg_degreembed.training.files import check_output, input_files
-from pyg_degreembed.training.config import TrainConfig
 from pyg_degreembed.training.loop import fit
 from pyg_degreembed.training.runtime import retain_freed_memory
+from pyg_degreembed.training.scorer import choose_scorer
 from pyg_degreembed.version import __version__
 
 MODELS = {
@@ -458,31 +458,18 @@ def cmd_train(args):
         max_steps=args.max_steps, time_budget=args.time_budget)
     scorer = model
     if mine:
-        start = time.perf_counter()
-        applied = AppliedRules.mine(data, args.steps,
-                                    tie_break=model).to(device)
-        seconds = time.perf_counter() - start
-        choice = args.scorer
-        if choice == 'auto' and data.valid_edge_type.numel() == 0:
-            choice, why = 'rules', 'no validation triples to choose on'
-        elif choice == 'auto':
-            # The better on validation (realistic ties), the model's
-            # measured as fit measured it.
-            valid = compute_ranks(applied, data, 'valid').metrics()['mrr']
-            choice = 'rules' if valid >= result.best_valid_mrr else 'model'
-            why = (f'validation MRR: applied rules {valid:.4f}, model '
-                   f'{result.best_valid_mrr:.4f}')
-        if choice == 'rules':
-            scorer = applied
+        choice = choose_scorer(model, data, args.steps,
+                               result.best_valid_mrr, args.scorer, device)
+        scorer = choice.scorer
         if process == 0:
-            print(f'applied rules: {applied.rule_key.numel()} path rules of '
-                  f'length <= {args.steps} and answer-type rules, the model '
-                  f'as tie-break ({seconds:.1f}s)')
+            print(f'applied rules: {choice.applied.rule_key.numel()} path '
+                  f'rules of length <= {args.steps} and answer-type rules, '
+                  f'the model as tie-break ({choice.mining_seconds:.1f}s)')
             if args.scorer == 'auto':
-                print(f'scorer: {choice} ({why})')
+                print(f'scorer: {choice.name} ({choice.reason})')
             payload = load_checkpoint(checkpoint)
-            payload['rules'] = applied.to_payload()
-            payload['scorer'] = choice
+            payload['rules'] = choice.applied.to_payload()
+            payload['scorer'] = choice.name
             save_checkpoint(checkpoint, payload)
     if process == 0:
         print(f'checkpoint: {checkpoint}')
