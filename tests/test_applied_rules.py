@@ -68,9 +68,14 @@ def brute_force_counts(data, L):
     return out
 
 
-@pytest.mark.parametrize('L', [1, 2])
-def test_rule_counts_against_dense_products(L):
-    data = random_kg()
+@pytest.mark.parametrize('L, seed, dense', [(1, 0, False), (2, 0, False),
+                                             (3, 0, False), (3, 1, True),
+                                             (3, 2, True)])
+def test_rule_counts_against_dense_products(L, seed, dense):
+    # Dense: 8 entities, 2 relations, ~40 triples (self-loops and parallel
+    # edges of other relations included), so that many paths of length 3
+    # run through the query's own edge or its inverse, some twice.
+    data = random_kg(seed, N=8, R=2, E=44) if dense else random_kg(seed)
     counts = rule_counts(data, L, chunk_size=3)
     K = 2 * data.num_relations
     got = {(int(q), pattern_of(int(p), K)): (int(s), int(g))

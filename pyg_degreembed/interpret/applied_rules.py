@@ -40,12 +40,11 @@ from torch.nn import Module
 from pyg_degreembed.data.convert import as_kg
 from pyg_degreembed.data.kg import (check_positive_ints, index_tensor,
                                     query_edges, split_triples)
-from pyg_degreembed.data.ragged import ragged_arange
 from pyg_degreembed.data.resolve import resolve_graph
 from pyg_degreembed.data.typed_graph import TypedGraph
 from pyg_degreembed.interpret.paths import (check_pattern_keys, expand_paths,
-                                            path_counts, pattern_of,
-                                            walk_chunks)
+                                            pattern_of, walk_chunks)
+from pyg_degreembed.interpret.query_paths import query_paths
 from pyg_degreembed.interpret.rules import Rule, format_atom
 
 
@@ -403,34 +402,22 @@ def rule_counts(data: Any, num_steps: int = 2,
             (default: :obj:`256`)
     """
     kg = as_kg(data)
-    R, N = kg.num_relations, kg.num_nodes
+    R = kg.num_relations
     check_positive_ints(num_steps=num_steps, chunk_size=chunk_size)
     P = (2 * R + 1)**num_steps
     graph = resolve_graph(data, num_relations=R)
     queries = _training_queries(kg)
-    trip, pattern, _ = path_counts(graph, queries, num_steps, R)
-    rule, support = torch.unique(queries[1, trip] * P + pattern,
-                                 return_counts=True)
-    bodies = torch.unique(rule % P)
+    found = query_paths(graph, queries, num_steps, R, chunk_size)
+    rule_of = queries[1, found.query] * P + found.pattern
     # Every body grounding (x, y) of every rule, minus the training answers
     # it reaches with their own edge, plus those it reaches without (the
     # support).
-    answers = _Pairs(queries[0] * N + queries[2], queries[1])
-    pairs = torch.zeros(bodies.numel(), dtype=torch.long)
-    reached = torch.zeros(rule.numel(), dtype=torch.long)
-    everyone = torch.arange(N)
-    for begin, end in walk_chunks(graph, everyone, num_steps, chunk_size):
-        start = everyone[begin:end]
-        for walk, node, pattern, _ in expand_paths(graph, start,
-                                                   num_steps):
-            x = start[walk]
-            other = node != x
-            x, node, pattern = x[other], node[other], pattern[other]
-            _count_into(pairs, bodies, pattern)
-            row, q = answers.lookup(x * N + node)
-            _count_into(reached, rule, q * P + pattern[row])
-    groundings = pairs[torch.searchsorted(bodies, rule % P)] - reached + \
-        support
+    rule, support = torch.unique(rule_of[found.avoiding > 0],
+                                 return_counts=True)
+    reached = torch.zeros_like(rule)
+    _count_into(reached, rule, rule_of)
+    pairs = found.body_pairs[torch.searchsorted(found.body, rule % P)]
+    groundings = pairs - reached + support
     return RuleCounts(rule // P, rule % P, support, groundings)
 
 
@@ -500,17 +487,3 @@ def _count_into(counts: Tensor, keys: Tensor, values: Tensor):
     # counts[i] += how often keys[i] occurs in values (others are ignored).
     at, found = _find(keys, values)
     counts.index_add_(0, at[found], torch.ones_like(values[found]))
-
-
-class _Pairs:
-    # Pairs (key, value) sorted by key, looked up by many keys at once.
-    def __init__(self, keys: Tensor, values: Tensor):
-        self.keys, perm = torch.sort(keys)
-        self.values = values[perm]
-
-    def lookup(self, keys: Tensor) -> Tuple[Tensor, Tensor]:
-        # (position in keys, value) of every pair with a matching key.
-        lo = torch.searchsorted(self.keys, keys)
-        hi = torch.searchsorted(self.keys, keys, right=True)
-        row, at = ragged_arange(lo, hi - lo)
-        return row, self.values[at]
