@@ -1,18 +1,25 @@
-"""Training-step time of two checkouts of the library, interleaved (A, B,
+"""Time of one operation in two checkouts of the library, interleaved (A, B,
 A, B, ...) so that drifts of a shared machine's speed hit both alike.
 
     git worktree add /tmp/before <commit>
     python benchmarks/ab_steps.py /tmp/before . [--dataset family] [--rounds 5]
+    python benchmarks/ab_steps.py /tmp/before . --what mining --num-steps 3
 
 --dataset takes a bundled name or a Neural-LP folder.
 
-Each round runs, in a fresh process per checkout, 3 warm-up and --batches
-timed training steps (DegreEmbed or --model drum, paper settings, rule
-length --num-steps, batch 128) through the public API of that checkout (a
-graph object as the first argument).  Prints the per-round milliseconds per
-step and the median ratio B / A; writes
+Each round runs, in a fresh process per checkout, through the public API of
+that checkout:
+* --what steps (the default): 3 warm-up and --batches timed training steps
+  (DegreEmbed or --model drum, paper settings, rule length --num-steps,
+  batch 128, a graph object as the first argument), seconds per step;
+* --what mining: AppliedRules.mine (path and answer-type rules of length
+  <= --num-steps), seconds;
+* --what evaluate: the filtered test ranks of those rules (no tie-break),
+  seconds.
+Prints the per-round times and the median ratio B / A; writes
 benchmarks/results/ab_steps_<dataset>.json (ab_steps_<dataset>_<model>_L<L>
-for other models or rule lengths; --tag TAG appends _TAG).
+for other models or rule lengths; ab_<what>_<dataset>_L<L> for mining and
+evaluate; --tag TAG appends _TAG).
 """
 import argparse
 import os
@@ -57,11 +64,28 @@ print((time.perf_counter() - start) / int(sys.argv[2]))
 '''
 
 
+RULES = r'''
+import sys, time
+from pyg_degreembed import AppliedRules, compute_ranks
+from pyg_degreembed.data.datasets import load_dataset
+data = load_dataset(sys.argv[1])
+start = time.perf_counter()
+rules = AppliedRules.mine(data, int(sys.argv[4]), answer_types=True)
+mined = time.perf_counter()
+if sys.argv[5] == 'evaluate':
+    compute_ranks(rules, data, 'test')
+    print(time.perf_counter() - mined)
+else:
+    print(mined - start)
+'''
+
+
 def run(checkout, args):
     env = dict(os.environ, PYTHONPATH=os.path.abspath(checkout))
-    out = subprocess.run([sys.executable, '-c', STEP, args.dataset,
+    code = STEP if args.what == 'steps' else RULES
+    out = subprocess.run([sys.executable, '-c', code, args.dataset,
                           str(args.batches), args.model,
-                          str(args.num_steps)],
+                          str(args.num_steps), args.what],
                          env=env, capture_output=True, text=True, check=True)
     return float(out.stdout.split()[-1])
 
@@ -82,6 +106,8 @@ def main():
     parser.add_argument('--model', choices=['degreembed', 'drum'],
                         default='degreembed')
     parser.add_argument('--num-steps', type=int, default=2)
+    parser.add_argument('--what', choices=['steps', 'mining', 'evaluate'],
+                        default='steps')
     parser.add_argument('--tag', default=None,
                         help='appended to the name of the result file')
     args = parser.parse_args()
@@ -95,15 +121,19 @@ def main():
     median = statistics.median(x['ratio'] for x in rounds)
     print(f'median B/A {median:.3f}')
     name = os.path.basename(os.path.normpath(args.dataset))
-    if (args.model, args.num_steps) != ('degreembed', 2):
+    prefix = 'ab_steps'
+    if args.what != 'steps':
+        prefix = f'ab_{args.what}'
+        name += f'_L{args.num_steps}'
+    elif (args.model, args.num_steps) != ('degreembed', 2):
         name += f'_{args.model}_L{args.num_steps}'
     if args.tag:
         name += f'_{args.tag}'
-    write_json(f'ab_steps_{name}.json', {
+    write_json(f'{prefix}_{name}.json', {
         'a': os.path.abspath(args.a), 'b': os.path.abspath(args.b),
         'commits': [commit(args.a), commit(args.b)],
         'command': ' '.join(sys.argv),
-        'dataset': args.dataset, 'model': args.model,
+        'what': args.what, 'dataset': args.dataset, 'model': args.model,
         'num_steps': args.num_steps, 'rounds': rounds, 'median_ratio': median,
         'machine': machine()})
 
