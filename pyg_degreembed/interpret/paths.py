@@ -21,7 +21,8 @@ from pyg_degreembed.training.budget import ResourceError, check_memory
 def expand_paths(graph: TypedGraph, start: Tensor, num_steps: int,
                  removed: Optional[Tuple[Tensor, Tensor]] = None,
                  weight: Optional[SourceWeights] = None, offset: int = 0,
-                 by_pattern: bool = True
+                 by_pattern: bool = True,
+                 prefixes: Optional[Tuple[Tensor, Tensor]] = None
                  ) -> Iterator[Tuple[Tensor, Tensor, Tensor, Tensor]]:
     r"""Yields, after each step :math:`l = 1, \ldots, L`, the paths of
     length :math:`l` out of every start entity, merged by end entity and
@@ -47,6 +48,13 @@ def expand_paths(graph: TypedGraph, start: Tensor, num_steps: int,
         by_pattern (bool, optional): If :obj:`False`, paths are merged by
             end entity only (every pattern id is :obj:`0`): the entities
             reachable in exactly :math:`l` steps. (default: :obj:`True`)
+        prefixes (Tuple[torch.Tensor, torch.Tensor], optional): Only the
+            paths whose pattern is allowed are expanded: :obj:`(label,
+            allowed)`, a label per walk (shape :obj:`[B]`) and the sorted
+            allowed keys :math:`\mathrm{label} \cdot (K + 1)^L +
+            \mathrm{pattern}` (every prefix of an allowed pattern must be
+            allowed too, e.g. the prefixes of the rules of each walk's
+            query relation). (default: :obj:`None`, all paths)
     """
     N, K = graph.num_nodes, graph.num_edge_types
     if by_pattern:
@@ -68,11 +76,18 @@ def expand_paths(graph: TypedGraph, start: Tensor, num_steps: int,
                      (edge.unsqueeze(-1) < hi)).any(dim=-1)
             entry, edge, walk_e = entry[keep], edge[keep], walk_e[keep]
         # Merge equal (walk, entity, pattern) states.
-        key = walk_e * N + graph.edge_dst[edge]
         base = (K + 1)**step if by_pattern else 1
         if by_pattern:
-            key = key * base + pattern[entry] * (K + 1) + \
-                graph.edge_type[edge] + 1
+            extended = pattern[entry] * (K + 1) + graph.edge_type[edge] + 1
+            if prefixes is not None:
+                label, allowed = prefixes
+                keep = _member(allowed, label[walk_e] * (K + 1)**num_steps +
+                               extended)
+                entry, edge, walk_e, extended = entry[keep], edge[keep], \
+                    walk_e[keep], extended[keep]
+        key = walk_e * N + graph.edge_dst[edge]
+        if by_pattern:
+            key = key * base + extended
         key, inverse = torch.unique(key, return_inverse=True)
         spread = count[entry]
         if weight is not None:
@@ -84,6 +99,14 @@ def expand_paths(graph: TypedGraph, start: Tensor, num_steps: int,
         node = (key // base) % N
         walk = key // (base * N)
         yield walk, node, pattern, count
+
+
+def _member(keys: Tensor, values: Tensor) -> Tensor:
+    # Whether each value is in the sorted keys.
+    if keys.numel() == 0:
+        return torch.zeros_like(values, dtype=torch.bool)
+    at = torch.searchsorted(keys, values).clamp(max=keys.numel() - 1)
+    return keys[at] == values
 
 
 #: The most walks (paths before merging) one call of :func:`walk_chunks`

@@ -146,6 +146,7 @@ def _expand(graph, L, chunk_size, pair_key):
                 torch.zeros_like(x, dtype=torch.bool)
             for out, value in zip(pairs, (at, pattern, count)):
                 out.append(value[found])
+
     def cat(values):
         return torch.cat(values) if values else \
             torch.empty(0, dtype=torch.long, device=graph.device)
