@@ -14,12 +14,14 @@ that checkout:
   batch 128, a graph object as the first argument), seconds per step;
 * --what mining: AppliedRules.mine (path and answer-type rules of length
   <= --num-steps), seconds;
-* --what evaluate: the filtered test ranks of those rules (no tie-break),
-  seconds.
+* --what rules-ranking: the filtered test ranks of those rules (no
+  tie-break), seconds;
+* --what model-ranking: the filtered test ranks of an untrained DegreEmbed
+  (--model drum: DRUM) of rule length --num-steps, seconds.
 Prints the per-round times and the median ratio B / A; writes
 benchmarks/results/ab_steps_<dataset>.json (ab_steps_<dataset>_<model>_L<L>
-for other models or rule lengths; ab_<what>_<dataset>_L<L> for mining and
-evaluate; --tag TAG appends _TAG).
+for other models or rule lengths; ab_<what>_<dataset>_L<L> for the others,
+with _<model> for model-ranking; --tag TAG appends _TAG).
 """
 import argparse
 import os
@@ -72,17 +74,33 @@ data = load_dataset(sys.argv[1])
 start = time.perf_counter()
 rules = AppliedRules.mine(data, int(sys.argv[4]), answer_types=True)
 mined = time.perf_counter()
-if sys.argv[5] == 'evaluate':
+if sys.argv[5] == 'rules-ranking':
     compute_ranks(rules, data, 'test')
     print(time.perf_counter() - mined)
 else:
     print(mined - start)
 '''
 
+MODEL_RANKING = r'''
+import sys, time
+from torch_geometric import seed_everything
+from pyg_degreembed import DegreEmbedReasoner, RuleReasoner, compute_ranks
+from pyg_degreembed.data.datasets import load_dataset
+data = load_dataset(sys.argv[1])
+seed_everything(0)
+cls = DegreEmbedReasoner if sys.argv[3] == 'degreembed' else RuleReasoner
+model = cls(data.num_relations, num_steps=int(sys.argv[4]))
+start = time.perf_counter()
+compute_ranks(model, data, 'test')
+print(time.perf_counter() - start)
+'''
+CODE = {'steps': STEP, 'mining': RULES, 'rules-ranking': RULES,
+        'model-ranking': MODEL_RANKING}
+
 
 def run(checkout, args):
     env = dict(os.environ, PYTHONPATH=os.path.abspath(checkout))
-    code = STEP if args.what == 'steps' else RULES
+    code = CODE[args.what]
     out = subprocess.run([sys.executable, '-c', code, args.dataset,
                           str(args.batches), args.model,
                           str(args.num_steps), args.what],
@@ -106,8 +124,7 @@ def main():
     parser.add_argument('--model', choices=['degreembed', 'drum'],
                         default='degreembed')
     parser.add_argument('--num-steps', type=int, default=2)
-    parser.add_argument('--what', choices=['steps', 'mining', 'evaluate'],
-                        default='steps')
+    parser.add_argument('--what', choices=list(CODE), default='steps')
     parser.add_argument('--tag', default=None,
                         help='appended to the name of the result file')
     args = parser.parse_args()
@@ -125,6 +142,8 @@ def main():
     if args.what != 'steps':
         prefix = f'ab_{args.what}'
         name += f'_L{args.num_steps}'
+        if args.what == 'model-ranking':
+            name += f'_{args.model}'
     elif (args.model, args.num_steps) != ('degreembed', 2):
         name += f'_{args.model}_L{args.num_steps}'
     if args.tag:

@@ -3,10 +3,12 @@ import itertools
 import pytest
 import torch
 
-from pyg_degreembed import compute_ranks, from_edge_index, resolve_graph
+from pyg_degreembed import (RuleReasoner, compute_ranks, from_edge_index,
+                            resolve_graph)
 from pyg_degreembed.interpret.applied_rules import (AppliedRules, rule_counts,
                                                     type_counts)
 from pyg_degreembed.interpret.paths import pattern_of
+from pyg_degreembed.training.scorer import choose_scorer
 
 from conftest import chain_kg, dense_operators
 
@@ -68,9 +70,8 @@ def brute_force_counts(data, L):
     return out
 
 
-@pytest.mark.parametrize('L, seed, dense', [(1, 0, False), (2, 0, False),
-                                             (3, 0, False), (3, 1, True),
-                                             (3, 2, True)])
+@pytest.mark.parametrize('L, seed, dense', [
+    (1, 0, False), (2, 0, False), (3, 0, False), (3, 1, True), (3, 2, True)])
 def test_rule_counts_against_dense_products(L, seed, dense):
     # Dense: 8 entities, 2 relations, ~40 triples (self-loops and parallel
     # edges of other relations included), so that many paths of length 3
@@ -265,3 +266,27 @@ def test_explain_lists_the_rules_that_reach_the_answer():
                for text in texts)
     assert any(text.startswith('r0(Y,X) <= r') and '(_,Y)' in text
                for text in texts)
+
+
+def test_choose_scorer_takes_the_better_on_validation():
+    data = chain_kg()
+    model = RuleReasoner(data.num_relations, num_steps=2)
+    rules_mrr = compute_ranks(AppliedRules.mine(data, 2, tie_break=model),
+                              data, 'valid').metrics()['mrr']
+    for model_mrr, expected in ((rules_mrr - 0.01, 'rules'),
+                                (rules_mrr, 'rules'),  # a tie: the rules
+                                (rules_mrr + 0.01, 'model')):
+        choice = choose_scorer(model, data, 2, model_mrr)
+        assert choice.name == expected
+        assert f'applied rules {rules_mrr:.4f}' in choice.reason
+        assert choice.scorer is (model if expected == 'model' else
+                                 choice.applied)
+        assert choice.applied.tie_break is model
+    # Not measured (training ended before its first validation): measured.
+    model_mrr = compute_ranks(model, data, 'valid').metrics()['mrr']
+    choice = choose_scorer(model, data, 2, float('-inf'))
+    assert f'model {model_mrr:.4f}' in choice.reason
+    assert choice.name == ('rules' if rules_mrr >= model_mrr else 'model')
+    assert choose_scorer(model, data, 2, 2.0, scorer='rules').name == 'rules'
+    with pytest.raises(ValueError, match="'auto' or 'rules'"):
+        choose_scorer(model, data, 2, 0.5, scorer='model')

@@ -3,7 +3,6 @@ layers, training, evaluation and interpretation, every module importable,
 and no import cycle between modules (imports at module level)."""
 import ast
 import importlib
-import os
 import pkgutil
 
 import pyg_degreembed

@@ -190,3 +190,36 @@ def test_every_step_is_normalised(random_graph, mode):
     assert torch.allclose(model.score(graph, head, relation, tail,
                                       remove_edge=False, mode=mode).double(),
                           expected[torch.arange(4), tail], rtol=1e-4)
+
+
+def test_inference_reuses_rho_until_the_parameters_change(random_graph):
+    # In inference rho is computed once per graph and parameters: scores of
+    # two batches equal those of the training-mode forward (rho of the
+    # batch's neighbourhood, computed afresh), and an optimizer step (an
+    # in-place change of the degree embedding) is seen at once.
+    torch.manual_seed(0)
+    edge_index, edge_type, N, K = random_graph
+    graph = TypedGraph(*random_graph)
+    model = DegreEmbedReasoner(K // 2, num_steps=3, rank=2, embedding_dim=8,
+                               hidden_channels=6)
+    calls = []
+    compute = model.edge_weight.source_weights
+    model.edge_weight.source_weights = \
+        lambda *args, **kwargs: calls.append(1) or compute(*args, **kwargs)
+    batches = [(torch.tensor([0, 3, 7]), torch.tensor([0, 1, 5])),
+               (torch.tensor([11, 2]), torch.tensor([2, 7]))]
+
+    def scores(training):
+        model.train(training)
+        with torch.no_grad():
+            return [model(graph, h, r) for h, r in batches]
+
+    for _ in range(2):
+        fresh = scores(True)
+        calls.clear()
+        cached = scores(False)
+        assert len(calls) == 1
+        for a, b in zip(fresh, cached):
+            assert torch.allclose(a, b, atol=1e-6)
+        with torch.no_grad():
+            model.edge_weight.lin.bias.add_(torch.linspace(-2, 2, K))

@@ -1,4 +1,5 @@
 import inspect
+import weakref
 from typing import Any, List, Optional, Tuple
 
 import torch
@@ -117,6 +118,8 @@ class RuleReasoner(Module):
         self._reset_controllers()
         # A given edge weight keeps its (pre-trained or frozen) parameters.
         self.edge_weight = edge_weight
+        # rho of the last graph in inference (see source_weights).
+        self._inference_rho: Tuple[Any, Any, Any] = (None, None, None)
 
     def _reset_controllers(self):
         self.query_embedding.reset_parameters()
@@ -168,9 +171,27 @@ class RuleReasoner(Module):
                 takes :obj:`left_out` (as
                 :class:`~pyg_degreembed.DegreeEmbedding` does: its
                 features depend on the edges). (default: :obj:`None`)
+
+        In inference (evaluation mode, no gradients, no left-out edges)
+        :math:`\rho` is computed for every entity once and reused while the
+        graph and the edge weight's parameters stay the same.
         """
         if self.edge_weight is None:
             return None
+        if left_out is None and not self.training and \
+                not torch.is_grad_enabled():
+            # In inference rho does not depend on the queries: computed once
+            # for all entities and kept while the graph and the edge
+            # weight's parameters stay the same (every batch of an
+            # evaluation reads the same).
+            state = tuple((id(p), p.data_ptr(), p._version)
+                          for p in self.edge_weight.parameters())
+            last, last_state, rho = self._inference_rho
+            if last is None or last() is not graph or last_state != state:
+                rho = SourceWeights.wrap(
+                    self.edge_weight.source_weights(graph, None))
+                self._inference_rho = (weakref.ref(graph), state, rho)
+            return rho
         function = self.edge_weight.source_weights
         if left_out is not None and 'left_out' in inspect.signature(
                 function).parameters:

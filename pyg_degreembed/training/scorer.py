@@ -1,6 +1,7 @@
 r"""What ranks the answers after training: the trained model's own score,
 or the applied rules (:class:`~pyg_degreembed.AppliedRules`) mined from the
 training graph with the model as tie-break, the better on validation."""
+import math
 import time
 from typing import Any, NamedTuple, Optional
 
@@ -32,8 +33,9 @@ def choose_scorer(model: Module, data: Any, num_steps: int,
     :obj:`model` as tie-break and chooses the scorer: :obj:`scorer="auto"`
     takes the rules where their filtered validation MRR (realistic ties) is
     at least :obj:`model_valid_mrr` (the model's, as :func:`fit` measured
-    it) or where the KG has no validation triples; :obj:`"rules"` takes the
-    rules.
+    it; measured here where it is not a number, e.g. when training ended
+    before its first validation) or where the KG has no validation triples;
+    :obj:`"rules"` takes the rules.
 
     Args:
         model (torch.nn.Module): The trained model.
@@ -58,6 +60,9 @@ def choose_scorer(model: Module, data: Any, num_steps: int,
     elif as_kg(data).valid_edge_type.numel() == 0:
         name, reason = 'rules', 'no validation triples to choose on'
     else:
+        if not math.isfinite(model_valid_mrr):
+            model_valid_mrr = compute_ranks(model, data,
+                                            'valid').metrics()['mrr']
         valid = compute_ranks(applied, data, 'valid').metrics()['mrr']
         name = 'rules' if valid >= model_valid_mrr else 'model'
         reason = (f'validation MRR: applied rules {valid:.4f}, model '
