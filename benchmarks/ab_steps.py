@@ -17,7 +17,9 @@ that checkout:
 * --what rules-ranking: the filtered test ranks of those rules (no
   tie-break), seconds;
 * --what model-ranking: the filtered test ranks of an untrained DegreEmbed
-  (--model drum: DRUM) of rule length --num-steps, seconds.
+  (--model drum: DRUM) of rule length --num-steps, seconds;
+* --what reach-shares: reach_shares up to --num-steps edges (what
+  --steps auto measures), seconds.
 Prints the per-round times and the median ratio B / A; writes
 benchmarks/results/ab_steps_<dataset>.json (ab_steps_<dataset>_<model>_L<L>
 for other models or rule lengths; ab_<what>_<dataset>_L<L> for the others,
@@ -94,8 +96,17 @@ start = time.perf_counter()
 compute_ranks(model, data, 'test')
 print(time.perf_counter() - start)
 '''
+REACH = r'''
+import sys, time
+from pyg_degreembed.data.datasets import load_dataset
+from pyg_degreembed.interpret.rule_length import reach_shares
+data = load_dataset(sys.argv[1])
+start = time.perf_counter()
+reach_shares(data, max_steps=int(sys.argv[4]))
+print(time.perf_counter() - start)
+'''
 CODE = {'steps': STEP, 'mining': RULES, 'rules-ranking': RULES,
-        'model-ranking': MODEL_RANKING}
+        'model-ranking': MODEL_RANKING, 'reach-shares': REACH}
 
 
 def run(checkout, args):

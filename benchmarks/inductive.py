@@ -83,7 +83,8 @@ def run_name(name, model_name, steps, seed):
     return f'{name}-{model_name}{suffix}-seed{seed}'
 
 
-def run(name, train_folder, ind_folder, model_name, seed, device, steps=2):
+def run(name, train_folder, ind_folder, model_name, seed, device, steps=2,
+        checkpoint_dir=None):
     train = load_dataset(train_folder)
     label, cls, fixed = MODELS[model_name]
     seed_everything(seed)
@@ -93,7 +94,10 @@ def run(name, train_folder, ind_folder, model_name, seed, device, steps=2):
     model, history, best = None, [], (None, None)
     if cls is not None:
         model = cls(train.num_relations, num_steps=steps, **fixed)
-        result = fit(model, train, seed=seed, device=device, progress=False)
+        checkpoint = None if checkpoint_dir is None else os.path.join(
+            checkpoint_dir, run_name(name, model_name, steps, seed) + '.pt')
+        result = fit(model, train, seed=seed, device=device, progress=False,
+                     checkpoint=checkpoint, resume=checkpoint is not None)
         history = result.history
         best = (result.best_epoch, result.best_valid_mrr)
     scorer, chosen = model, None
@@ -258,6 +262,11 @@ def main():
                         '...-L<steps>-seed<k>.json)')
     parser.add_argument('--force', action='store_true',
                         help='rerun runs that have a file already')
+    parser.add_argument('--checkpoint-dir', default=None,
+                        help='write a checkpoint per run there every epoch '
+                        'and resume from it (a run stopped in one session '
+                        'goes on in the next; train_seconds then counts '
+                        'the last part only)')
     parser.add_argument('--table-only', action='store_true')
     parser.add_argument('--one', nargs=5, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -265,7 +274,7 @@ def main():
     if args.one:  # one run, in a process of its own
         name, train, ind, model, seed = args.one
         run(name, train, ind, model, int(seed), torch.device(args.device),
-            args.steps)
+            args.steps, args.checkpoint_dir)
         return
     if not args.table_only:
         pairs = [(os.path.basename(os.path.normpath(a)), a, b)
@@ -288,8 +297,9 @@ def main():
                     subprocess.run(
                         [sys.executable, os.path.abspath(__file__), '--one',
                          name, train, ind, model, str(seed), '--device',
-                         args.device, '--steps', str(args.steps)],
-                        check=True)
+                         args.device, '--steps', str(args.steps)] +
+                        (['--checkpoint-dir', args.checkpoint_dir]
+                         if args.checkpoint_dir else []), check=True)
     write_table()
 
 

@@ -46,3 +46,37 @@ def test_the_sample_is_seeded_and_bounded():
     assert all(abs(s * 7 - round(s * 7)) < 1e-9 for s in a)
     with pytest.raises(ValueError, match='2 steps'):
         choose_num_steps(a[:1])
+
+
+@pytest.mark.parametrize('seed', range(3))
+def test_shares_against_dense_walks(seed):
+    # Every training query (num_queries above their number), tail and head
+    # query of each training triple, on the graph without that triple (in
+    # either direction): its answer is within l edges if a walk of 1..l
+    # edges reaches it, by powers of the adjacency matrix.
+    gen = torch.Generator().manual_seed(seed)
+    N, R = 12, 3
+    triples = torch.unique(torch.stack([
+        torch.randint(0, N, (30, ), generator=gen),
+        torch.randint(0, R, (30, ), generator=gen),
+        torch.randint(0, N, (30, ), generator=gen)]), dim=1)
+    facts, train = triples[:, :12], triples[:, 12:]
+    data = from_edge_index(train[[0, 2]], train[1], num_nodes=N,
+                           num_relations=R, splits={'facts': facts})
+    triples = triples.t().tolist()
+    within = torch.zeros(4)
+    for removed in triples[12:]:
+        adjacency = torch.zeros(N, N)
+        for a, _, b in (triple for triple in triples if triple != removed):
+            adjacency[a, b] += 1
+            adjacency[b, a] += 1
+        walks, reached = torch.eye(N), torch.zeros(N, N, dtype=torch.bool)
+        for length in range(4):
+            walks = walks @ adjacency
+            reached |= walks > 0
+            a, _, b = removed
+            within[length] += int(reached[a, b]) + int(reached[b, a])
+    expected = (within / (2 * len(triples[12:]))).tolist()
+    shares = reach_shares(data, max_steps=4, num_queries=1000)
+    assert shares == pytest.approx(expected)
+    assert shares[1] < shares[3]

@@ -16,6 +16,7 @@ import torch
 from pyg_degreembed.data.convert import as_kg
 from pyg_degreembed.data.kg import (check_positive_ints, query_edges,
                                     split_triples)
+from pyg_degreembed.data.ragged import ragged_arange
 from pyg_degreembed.data.resolve import resolve_graph
 from pyg_degreembed.interpret.paths import expand_paths
 
@@ -46,12 +47,32 @@ def reach_shares(data: Any, max_steps: int = 3, num_queries: int = 2000,
     queries = queries[:, pick[:num_queries]].to(graph.device)
     within = torch.zeros(max_steps, queries.size(1), dtype=torch.bool,
                          device=graph.device)
+    N = graph.num_nodes
     for begin in range(0, queries.size(1), chunk_size):
         h, q, t = queries[:, begin:begin + chunk_size]
         removed = graph.edge_range(*query_edges(h, q, t, R)[:3])
+        # The entities reached in exactly l < L steps, by expansion ...
+        walk = torch.arange(h.numel(), device=graph.device)
+        node = h
         for step, (walk, node, _, _) in enumerate(expand_paths(
-                graph, h, max_steps, removed, by_pattern=False)):
+                graph, h, max_steps - 1, removed, by_pattern=False)):
             within[step, begin + walk[node == t[walk]]] = True
+        # ... and the last step as an edge from one of them into the
+        # answer (the answer's in-edges are far fewer than the edges out of
+        # the last frontier).
+        query, slot = ragged_arange(graph.in_ptr[t],
+                                    graph.in_ptr[t + 1] - graph.in_ptr[t])
+        edge = graph.in_perm[slot]
+        lo, hi = removed[0][query], removed[1][query]
+        seen = ~((lo <= edge.unsqueeze(-1)) &
+                 (edge.unsqueeze(-1) < hi)).any(dim=-1)
+        query, edge = query[seen], edge[seen]
+        reached = walk * N + node  # sorted (expand_paths merges by key)
+        if reached.numel():
+            key = query * N + graph.edge_src[edge]
+            at = torch.searchsorted(reached, key).clamp(
+                max=reached.numel() - 1)
+            within[max_steps - 1, begin + query[reached[at] == key]] = True
     within = within.cummax(dim=0).values
     return within.double().mean(dim=1).tolist()
 
