@@ -223,3 +223,29 @@ def test_inference_reuses_rho_until_the_parameters_change(random_graph):
             assert torch.allclose(a, b, atol=1e-6)
         with torch.no_grad():
             model.edge_weight.lin.bias.add_(torch.linspace(-2, 2, K))
+
+
+def test_models_pickle_after_inference(random_graph, tmp_path):
+    # The inference caches hold weak references to the graph; a whole
+    # module saved after an evaluation (torch.save of the module) drops
+    # them and scores alike once loaded.
+    import copy
+    import pickle
+
+    from pyg_degreembed import AppliedRules
+    edge_index, edge_type, N, K = random_graph
+    graph = TypedGraph(*random_graph)
+    model = DegreEmbedReasoner(K // 2, num_steps=2, embedding_dim=8,
+                               hidden_channels=6).eval()
+    rules = AppliedRules(K // 2, 1, relation=torch.tensor([0]),
+                         pattern=torch.tensor([2]),
+                         confidence=torch.tensor([0.5]),
+                         type_confidence=torch.rand(K, K))
+    head, relation = torch.tensor([0, 3]), torch.tensor([0, 1])
+    with torch.no_grad():
+        for module in (model, rules):
+            before = module(graph, head, relation)
+            loaded = pickle.loads(pickle.dumps(module))
+            assert torch.equal(loaded(graph, head, relation), before)
+            assert torch.equal(copy.deepcopy(module)(graph, head, relation),
+                               before)

@@ -1,4 +1,5 @@
-r"""Index helpers for ragged (variable-length) segments."""
+r"""Index helpers: ragged (variable-length) segments, and lookups in sorted
+keys."""
 from typing import Optional, Tuple
 
 import torch
@@ -35,3 +36,16 @@ def ragged_arange(start: Tensor, count: Tensor,
         torch.arange(count.numel(), device=device), count, output_size=total)
     offset = (start - cumsum(count)[:-1]).index_select(0, segment)
     return segment, offset + torch.arange(total, device=device)
+
+
+def find_sorted(keys: Tensor, values: Tensor) -> Tuple[Tensor, Tensor]:
+    r"""Where each of :obj:`values` stands in the sorted :obj:`keys`
+    (clamped to a valid position) and whether it is there.
+
+    :rtype: (:class:`torch.Tensor`, :class:`torch.Tensor`): positions and
+        a boolean mask, each of the shape of :obj:`values`
+    """
+    at = torch.searchsorted(keys, values).clamp(max=max(keys.numel() - 1, 0))
+    if keys.numel() == 0:
+        return at, torch.zeros_like(values, dtype=torch.bool)
+    return at, keys[at] == values

@@ -40,6 +40,7 @@ from torch.nn import Module
 from pyg_degreembed.data.convert import as_kg
 from pyg_degreembed.data.kg import (check_positive_ints, index_tensor,
                                     query_edges, split_triples)
+from pyg_degreembed.data.ragged import find_sorted
 from pyg_degreembed.data.resolve import resolve_graph
 from pyg_degreembed.data.typed_graph import TypedGraph
 from pyg_degreembed.interpret.paths import (check_pattern_keys, expand_paths,
@@ -112,6 +113,12 @@ class AppliedRules(Module):
         self.register_buffer('type_confidence', type_confidence.double())
         # The answer-type ranks of the last graph (see _answer_types).
         self._types: Tuple[Any, Optional[Tensor]] = (None, None)
+
+    def __getstate__(self):
+        # The answer-type cache holds a weak reference (not picklable).
+        state = super().__getstate__()
+        state['_types'] = (None, None)
+        return state
 
     @property
     def _num_patterns(self) -> int:
@@ -240,7 +247,7 @@ class AppliedRules(Module):
                     graph, torch.tensor([head], device=graph.device),
                     self.num_steps):
                 pattern = pattern[node == tail]
-                at, found = _find(self.rule_key, relation * P + pattern)
+                at, found = find_sorted(self.rule_key, relation * P + pattern)
                 found_rules += [
                     Rule(relation, pattern_of(int(p), self.num_edge_types),
                          float(c)) for p, c in zip(pattern[found],
@@ -284,8 +291,8 @@ class AppliedRules(Module):
                 other = node != head[walk]
                 walk, node, pattern = walk[other], node[other], \
                     pattern[other]
-                at, found = _find(self.rule_key,
-                                  relation[walk] * P + pattern)
+                at, found = find_sorted(self.rule_key,
+                                        relation[walk] * P + pattern)
                 cell.append((walk * N + node)[found])
                 conf.append(self.confidence[at[found]])
         cell, conf = torch.cat(cell), torch.cat(conf)
@@ -491,14 +498,6 @@ def _training_queries(kg) -> Tensor:
     return torch.unique(queries[:, queries[0] != queries[2]], dim=1)
 
 
-def _find(keys: Tensor, values: Tensor) -> Tuple[Tensor, Tensor]:
-    # Where each value stands in the sorted keys, and whether it is there.
-    at = torch.searchsorted(keys, values).clamp(max=max(keys.numel() - 1, 0))
-    if keys.numel() == 0:
-        return at, torch.zeros_like(values, dtype=torch.bool)
-    return at, keys[at] == values
-
-
 def _dense_rank(rows: Tensor) -> Tensor:
     # The rank of each row among the distinct rows in lexicographic order
     # (what unique(dim=0, return_inverse=True) gives, a few times faster):
@@ -516,5 +515,5 @@ def _dense_rank(rows: Tensor) -> Tensor:
 
 def _count_into(counts: Tensor, keys: Tensor, values: Tensor):
     # counts[i] += how often keys[i] occurs in values (others are ignored).
-    at, found = _find(keys, values)
+    at, found = find_sorted(keys, values)
     counts.index_add_(0, at[found], torch.ones_like(values[found]))

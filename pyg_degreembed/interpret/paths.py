@@ -13,7 +13,7 @@ import torch
 from torch import Tensor
 
 from pyg_degreembed.data.kg import query_edges
-from pyg_degreembed.data.ragged import ragged_arange
+from pyg_degreembed.data.ragged import find_sorted, ragged_arange
 from pyg_degreembed.data.typed_graph import SourceWeights, TypedGraph
 from pyg_degreembed.training.budget import ResourceError, check_memory
 
@@ -81,8 +81,8 @@ def expand_paths(graph: TypedGraph, start: Tensor, num_steps: int,
             extended = pattern[entry] * (K + 1) + graph.edge_type[edge] + 1
             if prefixes is not None:
                 label, allowed = prefixes
-                keep = _member(allowed, label[walk_e] * (K + 1)**num_steps +
-                               extended)
+                keep = find_sorted(allowed, label[walk_e] *
+                                   (K + 1)**num_steps + extended)[1]
                 entry, edge, walk_e, extended = entry[keep], edge[keep], \
                     walk_e[keep], extended[keep]
         key = walk_e * N + graph.edge_dst[edge]
@@ -99,14 +99,6 @@ def expand_paths(graph: TypedGraph, start: Tensor, num_steps: int,
         node = (key // base) % N
         walk = key // (base * N)
         yield walk, node, pattern, count
-
-
-def _member(keys: Tensor, values: Tensor) -> Tensor:
-    # Whether each value is in the sorted keys.
-    if keys.numel() == 0:
-        return torch.zeros_like(values, dtype=torch.bool)
-    at = torch.searchsorted(keys, values).clamp(max=keys.numel() - 1)
-    return keys[at] == values
 
 
 #: The most walks (paths before merging) one call of :func:`walk_chunks`

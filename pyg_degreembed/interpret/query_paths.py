@@ -33,7 +33,7 @@ import torch
 from torch import Tensor
 
 from pyg_degreembed.data.kg import query_edges
-from pyg_degreembed.data.ragged import ragged_arange
+from pyg_degreembed.data.ragged import find_sorted, ragged_arange
 from pyg_degreembed.data.typed_graph import TypedGraph
 from pyg_degreembed.interpret.paths import (check_pattern_keys, expand_paths,
                                             walk_chunks)
@@ -140,10 +140,7 @@ def _expand(graph, L, chunk_size, pair_key):
             for out, value in zip(bodies, torch.unique(
                     pattern, return_counts=True)):
                 out.append(value)
-            at = torch.searchsorted(pair_key, x * N + node).clamp(
-                max=max(pair_key.numel() - 1, 0))
-            found = pair_key[at] == x * N + node if pair_key.numel() else \
-                torch.zeros_like(x, dtype=torch.bool)
+            at, found = find_sorted(pair_key, x * N + node)
             for out, value in zip(pairs, (at, pattern, count)):
                 out.append(value[found])
 
@@ -179,8 +176,8 @@ def _lookup(key: Tensor, value: Tensor, wanted: Tensor) -> Tensor:
     # value at each wanted key, 0 where absent.
     if key.numel() == 0:
         return torch.zeros_like(wanted)
-    at = torch.searchsorted(key, wanted).clamp(max=key.numel() - 1)
-    return torch.where(key[at] == wanted, value[at], 0)
+    at, found = find_sorted(key, wanted)
+    return torch.where(found, value[at], 0)
 
 
 def _subtract(table, length, target, own, to_x, to_y, ends, K, P):

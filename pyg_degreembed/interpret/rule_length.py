@@ -16,7 +16,7 @@ import torch
 from pyg_degreembed.data.convert import as_kg
 from pyg_degreembed.data.kg import (check_positive_ints, query_edges,
                                     split_triples)
-from pyg_degreembed.data.ragged import ragged_arange
+from pyg_degreembed.data.ragged import find_sorted, ragged_arange
 from pyg_degreembed.data.resolve import resolve_graph
 from pyg_degreembed.interpret.paths import expand_paths
 
@@ -68,11 +68,8 @@ def reach_shares(data: Any, max_steps: int = 3, num_queries: int = 2000,
                  (edge.unsqueeze(-1) < hi)).any(dim=-1)
         query, edge = query[seen], edge[seen]
         reached = walk * N + node  # sorted (expand_paths merges by key)
-        if reached.numel():
-            key = query * N + graph.edge_src[edge]
-            at = torch.searchsorted(reached, key).clamp(
-                max=reached.numel() - 1)
-            within[max_steps - 1, begin + query[reached[at] == key]] = True
+        found = find_sorted(reached, query * N + graph.edge_src[edge])[1]
+        within[max_steps - 1, begin + query[found]] = True
     within = within.cummax(dim=0).values
     return within.double().mean(dim=1).tolist()
 

@@ -121,6 +121,12 @@ class RuleReasoner(Module):
         # rho of the last graph in inference (see source_weights).
         self._inference_rho: Tuple[Any, Any, Any] = (None, None, None)
 
+    def __getstate__(self):
+        # The inference cache holds a weak reference (not picklable).
+        state = super().__getstate__()
+        state['_inference_rho'] = (None, None, None)
+        return state
+
     def _reset_controllers(self):
         self.query_embedding.reset_parameters()
         for lstm in self.controllers:
