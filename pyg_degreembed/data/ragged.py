@@ -49,3 +49,11 @@ def find_sorted(keys: Tensor, values: Tensor) -> Tuple[Tensor, Tensor]:
     if keys.numel() == 0:
         return at, torch.zeros_like(values, dtype=torch.bool)
     return at, keys[at] == values
+
+
+def outside_ranges(value: Tensor, lo: Tensor, hi: Tensor) -> Tensor:
+    r"""Whether each :obj:`value[i]` lies outside every range
+    :obj:`[lo[i, s], hi[i, s])` (e.g. an edge id and the id ranges of the
+    edges its query leaves out), shape of :obj:`value`."""
+    value = value.unsqueeze(-1)
+    return ~((lo <= value) & (value < hi)).any(dim=-1)

@@ -9,7 +9,7 @@ from torch_geometric.utils import cumsum, degree
 from pyg_degreembed.data.features import (degree_sets_of_pairs,
                                           source_type_pairs)
 from pyg_degreembed.data.kg import index_tensor
-from pyg_degreembed.data.ragged import ragged_arange
+from pyg_degreembed.data.ragged import outside_ranges, ragged_arange
 
 
 class _ConstantSparseMatmul(torch.autograd.Function):
@@ -461,9 +461,8 @@ class TypedGraph:
         arriving = lookup(src, col) * weight(src, typ, col)
         if removed is not None:
             lo, hi = removed[0][col], removed[1][col]
-            inside = ((lo <= edge.unsqueeze(-1)) &
-                      (edge.unsqueeze(-1) < hi)).any(dim=-1)
-            arriving = torch.where(inside, 0., arriving)
+            arriving = torch.where(outside_ranges(edge, lo, hi), arriving,
+                                   0.)
             # ... and the left-out edges leave the totals (once each).
             col_r, lo, hi = _distinct_ranges(removed)
             src_r, typ_r = self.edge_src[lo], self.edge_type[lo]

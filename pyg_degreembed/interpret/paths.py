@@ -13,7 +13,8 @@ import torch
 from torch import Tensor
 
 from pyg_degreembed.data.kg import query_edges
-from pyg_degreembed.data.ragged import find_sorted, ragged_arange
+from pyg_degreembed.data.ragged import (find_sorted, outside_ranges,
+                                        ragged_arange)
 from pyg_degreembed.data.typed_graph import SourceWeights, TypedGraph
 from pyg_degreembed.training.budget import ResourceError, check_memory
 
@@ -72,8 +73,7 @@ def expand_paths(graph: TypedGraph, start: Tensor, num_steps: int,
         walk_e = walk[entry]
         if removed is not None:
             lo, hi = removed[0][walk_e], removed[1][walk_e]
-            keep = ~((lo <= edge.unsqueeze(-1)) &
-                     (edge.unsqueeze(-1) < hi)).any(dim=-1)
+            keep = outside_ranges(edge, lo, hi)
             entry, edge, walk_e = entry[keep], edge[keep], walk_e[keep]
         # Merge equal (walk, entity, pattern) states.
         base = (K + 1)**step if by_pattern else 1

@@ -16,7 +16,8 @@ import torch
 from pyg_degreembed.data.convert import as_kg
 from pyg_degreembed.data.kg import (check_positive_ints, query_edges,
                                     split_triples)
-from pyg_degreembed.data.ragged import find_sorted, ragged_arange
+from pyg_degreembed.data.ragged import (find_sorted, outside_ranges,
+                                        ragged_arange)
 from pyg_degreembed.data.resolve import resolve_graph
 from pyg_degreembed.interpret.paths import expand_paths
 
@@ -64,8 +65,7 @@ def reach_shares(data: Any, max_steps: int = 3, num_queries: int = 2000,
                                     graph.in_ptr[t + 1] - graph.in_ptr[t])
         edge = graph.in_perm[slot]
         lo, hi = removed[0][query], removed[1][query]
-        seen = ~((lo <= edge.unsqueeze(-1)) &
-                 (edge.unsqueeze(-1) < hi)).any(dim=-1)
+        seen = outside_ranges(edge, lo, hi)
         query, edge = query[seen], edge[seen]
         reached = walk * N + node  # sorted (expand_paths merges by key)
         found = find_sorted(reached, query * N + graph.edge_src[edge])[1]
