@@ -10,7 +10,8 @@ every setting of the grid: unseen u in UNSEEN x tie-break (none / the
 trained model) x answer-type rules (with / without) with 3 keys, and 1 or 5
 keys at u = 50 with both.
 --model drum trains DRUM instead (cheaper on FB15k-237); --quick runs only
-the settings chosen (with and without the model as tie-break).
+the settings chosen (with and without the model as tie-break), each with
+and without the constant rules (chosen on the mean over every KG run so).
 --seed S (with --quick) trains with another seed, into
 results/applied_rules/seeds/ (the setting is chosen on seed 0 only).
 Writes results/applied_rules/<dataset>-L<L>.json (validation and test MRR
@@ -25,10 +26,12 @@ import os
 import statistics
 import time
 
+import torch
 from torch_geometric import seed_everything
 
 from pyg_degreembed import DegreEmbedReasoner, RuleReasoner, compute_ranks, fit
 from pyg_degreembed.interpret.applied_rules import AppliedRules, rule_counts
+from pyg_degreembed.training.scorer import PerRelationScorer, relation_choice
 
 from common import (RESULTS, load_benchmark, save_run, test_metrics,
                     update_readme, write_markdown)
@@ -41,10 +44,12 @@ FOLDER = os.path.join(RESULTS, 'applied_rules')
 def settings(unseen_values=UNSEEN, full=True):
     if not full:  # the settings chosen with and without a tie-break model
         for tie_break in ('model', 'none'):
-            unseen, keys, _, answer_types = chosen_setting(load_runs(),
-                                                           tie_break)
-            yield {'unseen': unseen, 'num_keys': keys,
-                   'tie_break': tie_break, 'answer_types': answer_types}
+            unseen, keys, _, answer_types, _ = chosen_setting(load_runs(),
+                                                              tie_break)
+            for constants in (False, True):
+                yield {'unseen': unseen, 'num_keys': keys,
+                       'tie_break': tie_break, 'answer_types': answer_types,
+                       'constants': constants}
         return
     for answer_types in (True, False):
         for tie_break in ('none', 'model'):
@@ -61,6 +66,58 @@ def mrr(ranks) -> dict:
             for tie in ('realistic', 'optimistic')}
 
 
+def two_fold_mrr(model_ranks, rules_ranks, num_relations, per_relation):
+    r"""Validation MRR of a choice made on the other half of the
+    validation triples (both halves, pooled): per query relation
+    (relation_choice) or for all queries at once."""
+    T = model_ranks.relation.numel() // 2  # tail queries, then head ones
+    half = torch.zeros(T, dtype=torch.bool)
+    half[torch.randperm(T, generator=torch.Generator().manual_seed(0))[
+        :T // 2]] = True
+    fold = torch.cat([half, half])
+    query = model_ranks.relation + num_relations * model_ranks.direction
+    rr = {who: 1. / ranks.ranks['realistic'].double()
+          for who, ranks in (('model', model_ranks), ('rules', rules_ranks))}
+    total = 0.
+    for chosen_on in (fold, ~fold):
+        if per_relation:
+            use_model = relation_choice(subset(model_ranks, chosen_on),
+                                        subset(rules_ranks, chosen_on),
+                                        num_relations)[query]
+        else:
+            use_model = torch.full_like(fold, bool(
+                rr['model'][chosen_on].sum() > rr['rules'][chosen_on].sum()))
+        picked = torch.where(use_model, rr['model'], rr['rules'])
+        total += float(picked[~chosen_on].sum())
+    return total / fold.numel()
+
+
+def subset(ranks, mask):
+    return ranks._replace(
+        ranks={tie: value[mask] for tie, value in ranks.ranks.items()},
+        relation=ranks.relation[mask], direction=ranks.direction[mask],
+        candidates=None if ranks.candidates is None else
+        ranks.candidates[mask])
+
+
+def per_relation_outcome(applied, data, model_valid, rules_valid) -> dict:
+    r"""The model or the rules per query relation (chosen on the whole
+    validation set, as train does): its test metrics, and the two-fold
+    validation MRR of that choice against one choice for all queries."""
+    R = data.num_relations
+    use_model = relation_choice(model_valid, rules_valid, R)
+    test = compute_ranks(PerRelationScorer(applied, use_model), data,
+                         'test')
+    return {'model_relations': int(use_model.sum()),
+            'query_relations': 2 * R,
+            'valid_two_fold': {
+                'per_relation': two_fold_mrr(model_valid, rules_valid, R,
+                                             True),
+                'one_for_all': two_fold_mrr(model_valid, rules_valid, R,
+                                            False)},
+            'test': test_metrics(test)}
+
+
 def run(name: str, num_steps: int, epochs: int, model_name: str,
         unseen_values, full: bool, seed: int = 0):
     data = load_benchmark(name)
@@ -69,8 +126,10 @@ def run(name: str, num_steps: int, epochs: int, model_name: str,
     start = time.perf_counter()
     fit(model, data, epochs=epochs, patience=3, seed=seed, progress=False)
     train_seconds = time.perf_counter() - start
-    out = {'model': {split: mrr(compute_ranks(model, data, split))
-                     for split in ('valid', 'test')}}
+    model_ranks = {split: compute_ranks(model, data, split)
+                   for split in ('valid', 'test')}
+    out = {'model': {split: mrr(ranks)
+                     for split, ranks in model_ranks.items()}}
     start = time.perf_counter()
     counts = rule_counts(data, num_steps)
     count_seconds = time.perf_counter() - start
@@ -80,7 +139,8 @@ def run(name: str, num_steps: int, epochs: int, model_name: str,
             data, num_steps, unseen=setting['unseen'],
             num_keys=setting['num_keys'], counts=counts,
             tie_break=model if setting['tie_break'] == 'model' else None,
-            answer_types=setting['answer_types'])
+            answer_types=setting['answer_types'],
+            constants=setting.get('constants', False))
         start = time.perf_counter()
         valid = compute_ranks(applied, data, 'valid')
         seconds = time.perf_counter() - start
@@ -88,6 +148,9 @@ def run(name: str, num_steps: int, epochs: int, model_name: str,
         row = {**setting, 'num_rules': applied.rule_key.numel(),
                'valid': mrr(valid), 'valid_seconds': seconds,
                'test': test_metrics(test)}
+        if setting['tie_break'] == 'model':
+            row['per_relation'] = per_relation_outcome(
+                applied, data, model_ranks['valid'], valid)
         out['settings'].append(row)
         print(name, setting, 'valid', row['valid'], 'test',
               row['test']['realistic']['mrr'], flush=True)
@@ -111,12 +174,17 @@ def run(name: str, num_steps: int, epochs: int, model_name: str,
 
 def key(setting) -> tuple:
     return (setting['unseen'], setting['num_keys'], setting['tie_break'],
-            setting['answer_types'])
+            setting['answer_types'], setting.get('constants', False))
 
 
 def full_grid_runs(runs):
-    grid = max(len(r['settings']) for r in runs)
-    return [r for r in runs if len(r['settings']) == grid]
+    # The runs of every setting without constant rules (those with them
+    # are run for the chosen settings only).
+    def size(run_):
+        return sum(not row.get('constants', False)
+                   for row in run_['settings'])
+    grid = max(size(r) for r in runs)
+    return [r for r in runs if size(r) == grid]
 
 
 #: The KGs the setting is chosen on (those with 3 seeds in the paper's
@@ -130,12 +198,15 @@ def load_runs() -> list:
 
 
 def setting_means(runs) -> dict:
-    r"""The mean validation MRR (realistic ties) of each setting over the
-    runs of the whole grid on the KGs of CHOSEN_ON."""
+    r"""The mean validation MRR (realistic ties) of each setting without
+    constant rules over the runs of the whole grid on the KGs of
+    CHOSEN_ON."""
     full = [r for r in full_grid_runs(runs) if r['dataset'] in CHOSEN_ON]
     by_setting = {}
     for run_ in full:
         for row in run_['settings']:
+            if row.get('constants', False):
+                continue
             by_setting.setdefault(key(row), []).append(
                 row['valid']['realistic'])
     return {k: statistics.mean(v) for k, v in by_setting.items()
@@ -146,18 +217,88 @@ def chosen_setting(runs, tie_break=None) -> tuple:
     r"""The setting of the best mean validation MRR over the runs of the
     whole grid (runs of a part of it, --quick, are reported with it where
     they have it); with :obj:`tie_break`, the best of those with that
-    tie-break (:obj:`"none"`: the rules alone)."""
+    tie-break (:obj:`"none"`: the rules alone).  Then the constant rules:
+    on where that setting with them has the better mean validation MRR
+    over every run that has it both ways (all KGs, see constant_means)."""
     means = {k: v for k, v in setting_means(runs).items()
              if tie_break in (None, k[2])}
-    return max(means, key=means.get)
+    best = max(means, key=means.get)[:4]
+    with_, without, _ = constant_means(runs, best)
+    return best + (with_ is not None and with_ > without, )
 
 
-def default_test(run_, row) -> float:
+def constant_means(runs, setting) -> tuple:
+    r"""Mean validation MRR of :obj:`setting` with and without constant
+    rules over the runs that have both, and those runs' datasets."""
+    on, off, names = [], [], []
+    for run_ in runs:
+        rows = {key(row): row['valid']['realistic']
+                for row in run_['settings']}
+        if setting[:4] + (True, ) in rows and setting[:4] + (False, ) in rows:
+            on.append(rows[setting[:4] + (True, )])
+            off.append(rows[setting[:4] + (False, )])
+            names.append(run_['dataset'])
+    if not on:
+        return None, None, names
+    return statistics.mean(on), statistics.mean(off), names
+
+
+def default_test(run_, row, per_relation: bool) -> float:
     r"""Test MRR of train --scorer auto: the applied rules or the model,
-    whichever has the better validation MRR."""
+    whichever has the better validation MRR, per query relation where
+    :obj:`per_relation`."""
+    if per_relation:
+        return row['per_relation']['test']['realistic']['mrr']
     if row['valid']['realistic'] >= run_['model']['valid']['realistic']:
         return row['test']['realistic']['mrr']
     return run_['model']['test']['realistic']
+
+
+def per_relation_means(runs, best) -> tuple:
+    r"""Mean two-fold validation MRR of the per-relation choice and of
+    one choice for all queries, over the runs (any seed) of the chosen
+    setting :obj:`best` that record them, and those runs' datasets."""
+    rows = [(run_['dataset'], row['per_relation']['valid_two_fold'])
+            for run_ in runs for row in run_['settings']
+            if key(row) == best and 'per_relation' in row]
+    if not rows:
+        return None, None, []
+    return (statistics.mean(r['per_relation'] for _, r in rows),
+            statistics.mean(r['one_for_all'] for _, r in rows),
+            [name for name, _ in rows])
+
+
+def per_relation_chosen(runs, best) -> bool:
+    r"""Whether the model-or-rules choice is made per query relation (the
+    better two-fold validation estimate, see per_relation_means)."""
+    per_relation, one_for_all, _ = per_relation_means(runs, best)
+    return per_relation is not None and per_relation > one_for_all
+
+
+def per_relation_sentence(runs, best) -> str:
+    per_relation, one_for_all, names = per_relation_means(runs, best)
+    if per_relation is None:
+        return 'Model or rules per query relation: not run.'
+    return (f'Model or rules per query relation (two-fold validation MRR, '
+            f'each half choosing for the other, mean over {len(names)} runs '
+            f"of {', '.join(sorted(set(names)))}): {per_relation:.4f}, "
+            f'against {one_for_all:.4f} for one choice for all queries, so '
+            f"{'per relation' if per_relation > one_for_all else 'one'}.")
+
+
+def all_runs() -> list:
+    r"""The runs of seed 0 and of the other seeds."""
+    return load_runs() + [json.load(open(path)) for path in sorted(
+        glob.glob(os.path.join(FOLDER, 'seeds', '*.json')))]
+
+
+def constants_sentence(runs, best) -> str:
+    with_, without, names = constant_means(runs, best)
+    if with_ is None:
+        return 'Constant rules: not run with this setting.'
+    return (f'Constant rules (chosen on the mean validation MRR of this '
+            f"setting over {', '.join(names)}): {with_:.4f} with, "
+            f'{without:.4f} without, so {"on" if best[4] else "off"}.')
 
 
 def table():
@@ -168,15 +309,19 @@ def table():
     chosen_on = [r for r in full_grid_runs(runs) if r['dataset'] in CHOSEN_ON]
     means = setting_means(runs)
     runs = [r for r in runs if any(key(s) == best for s in r['settings'])]
+    per_relation = per_relation_chosen(all_runs(), best)
     lines = [
         f'Chosen on the mean validation MRR (realistic ties) over the '
         f'{len(chosen_on)} runs of the whole grid on ('
         f"{', '.join(r['dataset'] for r in chosen_on)}): unseen u = "
         f'{best[0]:g}, {best[1]} keys, tie-break {best[2]}, answer-type '
         f'rules {best[3]}.', '',
+        constants_sentence(runs, best), '',
+        per_relation_sentence(all_runs(), best), '',
         '| dataset | L | tie-break model | rules | model valid | applied '
         'valid | model test | applied test (realistic / optimistic) | H@1 '
-        '| H@10 | default test (the better on validation) |',
+        '| H@10 | default test (the better on validation'
+        f"{', per query relation' if per_relation else ''}) |",
         '|---|---|---|---|---|---|---|---|---|---|---|']
     for run_ in runs:
         row = next(r for r in run_['settings'] if key(r) == best)
@@ -192,7 +337,7 @@ def table():
             f"{test['optimistic']['mrr']:.3f}"
             f" | {100 * test['realistic']['hits@1']:.1f}"
             f" | {100 * test['realistic']['hits@10']:.1f}"
-            f" | {default_test(run_, row):.3f} |")
+            f" | {default_test(run_, row, per_relation):.3f} |")
     headline = lines + [
         '', 'Every setting: `benchmarks/results/applied_rules.md`.']
     lines += ['', 'Mean validation MRR of every setting:', '',
@@ -202,6 +347,20 @@ def table():
     for k, mean in sorted(means.items()):
         lines.append(f'| {k[0]:g} | {k[1]} | {k[2]} | {k[3]} | '
                      f'{mean:.4f} |')
+    lines += ['', 'Validation MRR of the chosen settings without / with '
+              'constant rules:', '',
+              '| dataset | L | tie-break | without | with |',
+              '|---|---|---|---|---|']
+    for run_ in runs:
+        rows = {key(row): row['valid']['realistic']
+                for row in run_['settings']}
+        for tie_break in ('model', 'none'):
+            setting = chosen_setting(load_runs(), tie_break)[:4]
+            if setting + (True, ) in rows:
+                lines.append(
+                    f"| {run_['dataset']} | {run_['num_steps']} | {tie_break}"
+                    f' | {rows[setting + (False, )]:.4f} | '
+                    f'{rows[setting + (True, )]:.4f} |')
     path = write_markdown('applied_rules.md', '\n'.join(lines),
                           'applied_rules.py')
     update_readme('applied_rules', '\n'.join(headline))

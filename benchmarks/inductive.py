@@ -42,7 +42,8 @@ import sys
 import time
 
 import torch
-from applied_rules import chosen_setting, load_runs
+from applied_rules import (all_runs, chosen_setting, load_runs,
+                           per_relation_chosen)
 from torch_geometric import seed_everything
 
 from pyg_degreembed import (AppliedRules, DegreEmbedReasoner, RuleReasoner,
@@ -51,6 +52,7 @@ from pyg_degreembed.data.convert import align_relations
 from pyg_degreembed.data.datasets import load_dataset
 from pyg_degreembed.data.kg import split_triples
 from pyg_degreembed.evaluation.ranks import SAMPLED
+from pyg_degreembed.training.scorer import PerRelationScorer, relation_choice
 
 from common import (RESULTS, SHARED, save_run, test_metrics, update_readme,
                     write_markdown)
@@ -104,15 +106,26 @@ def run(name, train_folder, ind_folder, model_name, seed, device, steps=2,
     if model_name.endswith('rules'):
         # The setting chosen on validation (benchmarks/applied_rules.py)
         # for rules with and without a model as tie-break.
-        unseen, num_keys, _, answer_types = chosen_setting(
+        # No constant rules: they name the training graph's entities, and
+        # the test graph has others.
+        unseen, num_keys, _, answer_types, _ = chosen_setting(
             load_runs(), 'model' if model is not None else 'none')
         scorer = AppliedRules.mine(train, steps, unseen=unseen,
                                    num_keys=num_keys, tie_break=model,
-                                   answer_types=answer_types).to(device)
+                                   answer_types=answer_types,
+                                   constants=False).to(device)
         chosen = 'rules'
         if model is not None:  # as train --scorer auto: by validation
-            valid = compute_ranks(scorer, train, 'valid').metrics()['mrr']
-            if valid < result.best_valid_mrr:
+            rules_valid = compute_ranks(scorer, train, 'valid')
+            model_valid = compute_ranks(model, train, 'valid')
+            if per_relation_chosen(all_runs(), chosen_setting(load_runs())):
+                use_model = relation_choice(model_valid, rules_valid,
+                                            train.num_relations)
+                chosen = f'model for {int(use_model.sum())} of ' \
+                    f'{use_model.numel()} query relations'
+                scorer = PerRelationScorer(scorer, use_model)
+            elif rules_valid.metrics()['mrr'] < \
+                    model_valid.metrics()['mrr']:
                 scorer, chosen = model, 'model'
     train_seconds = time.perf_counter() - start
     graph = align_relations(load_dataset(ind_folder), train.relation_names)

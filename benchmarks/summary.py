@@ -10,7 +10,8 @@ results/summary.json, a list of records
   "default"     the CLI's default scorer (--scorer auto): the applied rules
                 with the trained model as tie-break, in the setting chosen
                 on validation, or the model alone where it is better on
-                validation (results/applied_rules/, inductive
+                validation (per query relation where that was chosen, see
+                applied_rules.py) (results/applied_rules/, inductive
                 'degreembed-rules')
   "rules-only"  the applied rules without a model (inductive 'rules')
 Rows of other rule lengths say so in num_steps.
@@ -22,7 +23,8 @@ import json
 import os
 import statistics
 
-from applied_rules import FOLDER, chosen_setting, key
+from applied_rules import (FOLDER, all_runs, chosen_setting, key,
+                           per_relation_chosen)
 
 from common import RESULTS, update_readme, write_json
 
@@ -39,13 +41,21 @@ def record(dataset, model, settings, num_steps, tests):
             'h10': mean('realistic', 'hits@10')}
 
 
-def default_outcome(run, best):
+def default_outcome(run, best, per_relation):
     r"""What train --scorer auto gives on one run: ('rules', its test
     metrics) or ('model', the model's test MRRs), whichever is better on
-    validation; None where the run lacks the chosen setting."""
+    validation, or, with :obj:`per_relation`, the choice per query
+    relation (('per-relation', its test metrics) where both rank some);
+    None where the run lacks the chosen setting."""
     row = next((r for r in run['settings'] if key(r) == best), None)
-    if row is None:
+    if row is None or (per_relation and 'per_relation' not in row):
         return None
+    if per_relation:
+        outcome = row['per_relation']
+        kind = ('rules' if outcome['model_relations'] == 0 else 'model'
+                if outcome['model_relations'] == outcome['query_relations']
+                else 'per-relation')
+        return kind, outcome['test']
     if row['valid']['realistic'] >= run['model']['valid']['realistic']:
         return 'rules', row['test']
     return 'model', {tie: {'mrr': run['model']['test'][tie]}
@@ -67,6 +77,7 @@ def main():
     runs = load(os.path.join(FOLDER, '*.json'))
     if runs:
         best = chosen_setting(runs)
+        per_relation = per_relation_chosen(all_runs(), best)
         seeds = {}
         for run in load(os.path.join(FOLDER, 'seeds', '*.json')):
             seeds.setdefault((run['dataset'], run['num_steps']),
@@ -75,15 +86,20 @@ def main():
             if not any(key(r) == best for r in run['settings']):
                 continue
             model = run.get('tie_break_model', 'degreembed')
-            outcomes = [default_outcome(r, best) for r in [run] + seeds.get(
-                (run['dataset'], run['num_steps']), [])]
+            outcomes = [default_outcome(r, best, per_relation)
+                        for r in [run] + seeds.get(
+                            (run['dataset'], run['num_steps']), [])]
             outcomes = [o for o in outcomes if o is not None]
-            rules_chosen = all(o[0] == 'rules' for o in outcomes)
-            out.append(record(
-                run['dataset'], f'applied rules + {model}' if rules_chosen
-                else model if all(o[0] == 'model' for o in outcomes) else
-                f'applied rules or {model} (per seed, on validation)',
-                'default', run['num_steps'], [o[1] for o in outcomes]))
+            if not outcomes:
+                continue
+            kinds = {o[0] for o in outcomes}
+            label = (f'applied rules + {model}' if kinds == {'rules'} else
+                     model if kinds == {'model'} else
+                     f'applied rules or {model} (per query relation, on '
+                     'validation)' if per_relation else
+                     f'applied rules or {model} (per seed, on validation)')
+            out.append(record(run['dataset'], label, 'default',
+                              run['num_steps'], [o[1] for o in outcomes]))
     names = {'degreembed': ('DegreEmbed', 'paper'),
              'degreembed-rules': ('applied rules + DegreEmbed', 'default'),
              'rules': ('applied rules', 'rules-only')}

@@ -125,7 +125,7 @@ def run(args):
     train_end = seconds()
     scorer, choice = model, None
     if mine:
-        choice = choose_scorer(model, data, num_steps, result.best_valid_mrr)
+        choice = choose_scorer(model, data, num_steps)
         scorer = choice.scorer
         print(f'scorer: {choice.name} ({choice.reason})')
     curve.point(scorer, 'end')

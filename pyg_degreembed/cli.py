@@ -35,6 +35,7 @@ from pyg_degreembed.evaluation.ranks import (SAMPLED, TIE_POLICIES,
                                              compute_ranks)
 from pyg_degreembed.interpret.anyburl import anyburl_lines, read_anyburl
 from pyg_degreembed.interpret.applied_rules import check_mining
+from pyg_degreembed.interpret.constant_rules import ConstantRule
 from pyg_degreembed.interpret.explain import explain
 from pyg_degreembed.interpret.rule_length import choose_num_steps, reach_shares
 from pyg_degreembed.interpret.saturation import saturation, saturation_table
@@ -51,7 +52,7 @@ from pyg_degreembed.training.distributed import init_from_env, world
 from pyg_degreembed.training.files import check_output, input_files
 from pyg_degreembed.training.loop import fit
 from pyg_degreembed.training.runtime import retain_freed_memory
-from pyg_degreembed.training.scorer import choose_scorer
+from pyg_degreembed.training.scorer import PerRelationScorer, choose_scorer
 from pyg_degreembed.version import __version__
 
 MODELS = {
@@ -450,26 +451,28 @@ def cmd_train(args):
                 print(f'no {split} triples: ' + (
                     'training runs all epochs and keeps the last weights'
                     if split == 'valid' else 'no test metrics'))
-    result = fit(
-        model, data, config, device=device, progress=not args.no_progress,
+    fit(model, data, config, device=device, progress=not args.no_progress,
         progress_interval=args.progress_interval, checkpoint=checkpoint,
         resume=args.resume, overwrite=args.overwrite,
         allow_config_change=args.allow_config_change,
         max_steps=args.max_steps, time_budget=args.time_budget)
     scorer = model
     if mine:
-        choice = choose_scorer(model, data, args.steps,
-                               result.best_valid_mrr, args.scorer, device)
+        choice = choose_scorer(model, data, args.steps, args.scorer, device)
         scorer = choice.scorer
         if process == 0:
+            constants = choice.applied.constant_rules
             print(f'applied rules: {choice.applied.rule_key.numel()} path '
-                  f'rules of length <= {args.steps} and answer-type rules, '
-                  f'the model as tie-break ({choice.mining_seconds:.1f}s)')
+                  f'rules of length <= {args.steps}, '
+                  f'{0 if constants is None else len(constants)} constant '
+                  f'rules, the model as tie-break '
+                  f'({choice.mining_seconds:.1f}s)')
             if args.scorer == 'auto':
                 print(f'scorer: {choice.name} ({choice.reason})')
             payload = load_checkpoint(checkpoint)
             payload['rules'] = choice.applied.to_payload()
             payload['scorer'] = choice.name
+            payload['model_relations'] = choice.use_model
             save_checkpoint(checkpoint, payload)
     if process == 0:
         print(f'checkpoint: {checkpoint}')
@@ -509,8 +512,13 @@ def cmd_evaluate(args):
               'model breaking ties')
         return _report(scorer, data, args.split, args.json,
                        typed=not args.untyped)
-    scorer = scorer_from_checkpoint(payload, model, args.scorer)
-    if scorer is not model:
+    scorer = _scorer(args, payload, model, args.scorer)
+    if isinstance(scorer, PerRelationScorer):
+        print(f'scorer: per query relation, the model '
+              f'({int(scorer.use_model.sum())} of {scorer.use_model.numel()}'
+              ') or the applied rules, the model as their tie-break '
+              '(--scorer rules|model: one of them)')
+    elif scorer is not model:
         print('scorer: the applied rules, the model as tie-break '
               '(--scorer model: the model alone)')
     _report(scorer, data, args.split, args.json, typed=not args.untyped)
@@ -518,7 +526,7 @@ def cmd_evaluate(args):
 
 def cmd_predict(args):
     payload, model, data = _load(args)
-    scorer = scorer_from_checkpoint(payload, model, args.scorer)
+    scorer = _scorer(args, payload, model, args.scorer)
     head = _entity(data, args.head)
     relation = _relation(data, args.relation)
     if args.k < 0:
@@ -535,6 +543,9 @@ def cmd_predict(args):
     else:
         print(f'filter: answers already in the KG (any split) are left out '
               f'(--show-known lists them){head_note}')
+    if isinstance(scorer, PerRelationScorer) and \
+            scorer.use_model[relation]:
+        scorer = model  # the model ranks this query relation
     what = "the model's sum over rule paths" if scorer is model else \
         'the applied rules, the model breaking ties'
     print(f"{'rank':>4}  {'score':>10}  entity    (score: {what}; higher "
@@ -556,7 +567,7 @@ def cmd_rules(args):
     relation = None if args.relation is None else \
         _relation(data, args.relation)
     if args.format == 'anyburl':
-        applied = scorer_from_checkpoint(payload, model, 'rules')
+        applied = _scorer(args, payload, model, 'rules')
         for line in anyburl_lines(applied, data.relation_names):
             print(line)
         return
@@ -579,20 +590,35 @@ def cmd_rules(args):
 
 
 def _applied_rules(args, payload, model, data, relation):
-    applied = scorer_from_checkpoint(payload, model, 'rules')
+    applied = _scorer(args, payload, model, 'rules')
     relations = [relation] if relation is not None else range(
         data.num_relations * (1 if args.no_inverse else 2))
     out = []
     for q in relations:
-        for kind, rules in (('path', applied.rules(q)[:args.k]),
-                            ('answer type', applied.type_rules(q)[:args.k])):
+        for kind, rules in (
+                ('path', applied.rules(q)[:args.k]),
+                ('constant', applied.constant_rules_of(q)[:args.k]),
+                ('answer type', applied.type_rules(q)[:args.k])):
             for rule in rules:
-                text = rule.format(data.relation_names)
+                text = _rule_text(rule, data)
                 print(text)
                 out.append({'head': relation_name(data, q), 'kind': kind,
                             'confidence': rule.confidence, 'text': text})
     if args.json:
         save_json(args.json, out)
+
+
+def _scorer(args, payload, model, scorer):
+    # The checkpoint's scorer, for the KG the command reasons on.
+    return scorer_from_checkpoint(payload, model, scorer,
+                                  new_graph=args.graph is not None)
+
+
+def _rule_text(rule, data) -> str:
+    # Constant rules name entities; the others only relations.
+    if isinstance(rule, ConstantRule):
+        return rule.format(data.relation_names, data.entity_names)
+    return rule.format(data.relation_names)
 
 
 def cmd_explain(args):
@@ -613,12 +639,17 @@ def cmd_explain(args):
     if rest > 0:
         print(f'  ... and {rest} more paths')
     if payload.get('rules') is not None:
-        applied = scorer_from_checkpoint(payload, model, 'rules')
+        applied = _scorer(args, payload, model, 'rules')
         rules, answer_type = applied.explain(data, head, relation, tail)
-        print(f'applied rules that reach {args.tail} (best first; they rank '
-              'it, the model breaks ties):')
+        ranker = _scorer(args, payload, model, 'auto')
+        if ranker is model or (isinstance(ranker, PerRelationScorer) and
+                               ranker.use_model[relation]):
+            role = 'the model ranks this query relation, not they'
+        else:
+            role = 'they rank it, the model breaks ties'
+        print(f'applied rules that reach {args.tail} (best first; {role}):')
         for rule in rules[:args.k]:
-            print('  ' + rule.format(data.relation_names))
+            print('  ' + _rule_text(rule, data))
         if not rules:
             print('  none')
         if answer_type is not None:

@@ -8,7 +8,10 @@ from pyg_degreembed import (RuleReasoner, compute_ranks, from_edge_index,
 from pyg_degreembed.interpret.applied_rules import (AppliedRules, rule_counts,
                                                     type_counts)
 from pyg_degreembed.interpret.paths import pattern_of
-from pyg_degreembed.training.scorer import choose_scorer
+from pyg_degreembed.evaluation.ranks import Ranks
+from pyg_degreembed.training.checkpoint import scorer_from_checkpoint
+from pyg_degreembed.training.scorer import (PerRelationScorer, choose_scorer,
+                                            relation_choice)
 
 from conftest import chain_kg, dense_operators
 
@@ -116,7 +119,8 @@ def test_scores_order_candidates_by_their_best_rules():
     R, N = data.num_relations, data.num_nodes
     K = 2 * R
     applied = AppliedRules.mine(data, num_steps=2, min_support=1,
-                                num_keys=2, answer_types=False)
+                                num_keys=2, answer_types=False,
+                                constants=False)  # path rules only
     graph = resolve_graph(data, num_relations=R)
     M = dense_operators(torch.stack([graph.edge_src, graph.edge_dst]),
                         graph.edge_type, N, K)
@@ -268,25 +272,88 @@ def test_explain_lists_the_rules_that_reach_the_answer():
                for text in texts)
 
 
-def test_choose_scorer_takes_the_better_on_validation():
+def test_relation_choice_on_hand_worked_ranks():
+    # R = 2: query relations 0, 1 (tail queries), 2, 3 (head queries).
+    def ranks(values, relation, direction):
+        values = torch.tensor(values, dtype=torch.double)
+        return Ranks({'realistic': values}, torch.tensor(relation),
+                     torch.tensor(direction))
+    relation, direction = [0, 0, 1, 1, 0], [0, 0, 0, 1, 1]
+    model = ranks([1, 4, 2, 1, 3], relation, direction)
+    rules = ranks([2, 2, 1, 1, 1], relation, direction)
+    # q = 0: model 1/1 + 1/4 = 1.25 > rules 1/2 + 1/2; q = 1: rules better;
+    # q = 3: equal (the rules); q = 2: model 1/3 < rules 1/1.
+    assert relation_choice(model, rules, 2).tolist() == \
+        [True, False, False, False]
+    # No validation queries of a relation (q = 2, 3): the overall winner,
+    # here the model (1 + 1 against 1 + 1/2).
+    model = ranks([1, 1], [0, 1], [0, 0])
+    rules = ranks([1, 2], [0, 1], [0, 0])
+    assert relation_choice(model, rules, 2).tolist() == \
+        [False, True, True, True]
+    assert relation_choice(rules, model, 2).tolist() == \
+        [False, False, False, False]
+
+
+def test_per_relation_scorer_takes_each_row_from_its_scorer():
+    data = chain_kg()
+    model = RuleReasoner(data.num_relations, num_steps=2).eval()
+    applied = AppliedRules.mine(data, 2, tie_break=model)
+    use_model = torch.tensor([True, False, False, True, True, False])
+    mixed = PerRelationScorer(applied, use_model)
+    head = torch.tensor([0, 1, 2, 3, 4, 5, 1])
+    relation = torch.tensor([0, 1, 2, 3, 4, 5, 0])
+    tail = torch.tensor([1, 2, 3, 4, 5, 0, 2])
+    for extra in ({}, {'remove_tail': tail}):
+        got = mixed(data, head, relation, **extra)
+        for i in range(head.numel()):
+            scorer = model if use_model[relation[i]] else applied
+            row_extra = {k: v[i:i + 1] for k, v in extra.items()}
+            expected = scorer(data, head[i:i + 1], relation[i:i + 1],
+                              **row_extra)[0].double()
+            if scorer is model:
+                assert torch.allclose(got[i], expected)
+            else:  # the tie-break's scale depends on the batch, not order
+                def order(x):
+                    return torch.unique(x, return_inverse=True)[1]
+                assert torch.equal(order(got[i]), order(expected))
+    with pytest.raises(ValueError, match='shape'):
+        PerRelationScorer(applied, use_model[:3])
+
+
+def test_choose_scorer_per_query_relation_on_validation():
     data = chain_kg()
     model = RuleReasoner(data.num_relations, num_steps=2)
-    rules_mrr = compute_ranks(AppliedRules.mine(data, 2, tie_break=model),
-                              data, 'valid').metrics()['mrr']
-    for model_mrr, expected in ((rules_mrr - 0.01, 'rules'),
-                                (rules_mrr, 'rules'),  # a tie: the rules
-                                (rules_mrr + 0.01, 'model')):
-        choice = choose_scorer(model, data, 2, model_mrr)
-        assert choice.name == expected
-        assert f'applied rules {rules_mrr:.4f}' in choice.reason
-        assert choice.scorer is (model if expected == 'model' else
-                                 choice.applied)
-        assert choice.applied.tie_break is model
-    # Not measured (training ended before its first validation): measured.
-    model_mrr = compute_ranks(model, data, 'valid').metrics()['mrr']
-    choice = choose_scorer(model, data, 2, float('-inf'))
-    assert f'model {model_mrr:.4f}' in choice.reason
-    assert choice.name == ('rules' if rules_mrr >= model_mrr else 'model')
-    assert choose_scorer(model, data, 2, 2.0, scorer='rules').name == 'rules'
+    applied = AppliedRules.mine(data, 2, tie_break=model)
+    expected = relation_choice(compute_ranks(model, data, 'valid'),
+                               compute_ranks(applied, data, 'valid'),
+                               data.num_relations)
+    choice = choose_scorer(model, data, 2)
+    name = 'model' if expected.all() else 'rules' if not expected.any() \
+        else 'per-relation'
+    assert choice.name == name
+    assert choice.applied.tie_break is model
+    if name == 'per-relation':
+        assert torch.equal(choice.use_model, expected)
+        assert torch.equal(choice.scorer.use_model, expected)
+    assert choose_scorer(model, data, 2, scorer='rules').name == 'rules'
     with pytest.raises(ValueError, match="'auto' or 'rules'"):
-        choose_scorer(model, data, 2, 0.5, scorer='model')
+        choose_scorer(model, data, 2, scorer='model')
+
+
+def test_per_relation_scorer_from_a_checkpoint_payload():
+    data = chain_kg()
+    model = RuleReasoner(data.num_relations, num_steps=2).eval()
+    applied = AppliedRules.mine(data, 2, tie_break=model)
+    use_model = torch.tensor([True, False, False, True, True, False])
+    payload = {'rules': applied.to_payload(), 'scorer': 'per-relation',
+               'model_relations': use_model}
+    scorer = scorer_from_checkpoint(payload, model)
+    assert isinstance(scorer, PerRelationScorer)
+    assert torch.equal(scorer.use_model, use_model)
+    assert scorer.rules.constant_rules is not None
+    assert scorer_from_checkpoint(payload, model, new_graph=True
+                                  ).rules.constant_rules is None
+    assert isinstance(scorer_from_checkpoint(payload, model, 'rules'),
+                      AppliedRules)
+    assert scorer_from_checkpoint(payload, model, 'model') is model

@@ -4,6 +4,7 @@ import pytest
 
 from pyg_degreembed import load_model
 from pyg_degreembed.cli import main
+from pyg_degreembed.data.datasets import load_dataset
 from pyg_degreembed.training.checkpoint import load_checkpoint
 
 from conftest import assert_picture, brute_force_attention_rules
@@ -175,11 +176,18 @@ def test_applied_rules_in_rules_explain_and_evaluate(trained, capsys,
     lines = capsys.readouterr().out.strip().splitlines()
     rules = json.loads(out.read_text())
     assert [r['text'] for r in rules] == lines
-    # Path rules only: answer-type rules are not mined by default.
-    assert [r['kind'] for r in rules] == ['path', 'path']
-    path = [r['confidence'] for r in rules if r['kind'] == 'path']
-    assert path == sorted(path, reverse=True) and 0 < path[-1] < 1
-    assert all(line.startswith('Term3(X,Y) <= ') for line in lines)
+    # Path and constant rules: answer-type rules are not mined by default.
+    assert [r['kind'] for r in rules] == ['path', 'path', 'constant',
+                                          'constant']
+    for kind in ('path', 'constant'):
+        confidence = [r['confidence'] for r in rules if r['kind'] == kind]
+        assert confidence == sorted(confidence, reverse=True)
+        assert 0 < confidence[-1] < 1
+    assert all(line.startswith('Term3(X,Y) <= ') for line in lines[:2])
+    # A constant rule names its answer, an entity of the KG.
+    head = lines[2].split(' <= ')[0]
+    assert head.startswith('Term3(X,') and \
+        head[len('Term3(X,'):-1] in load_dataset('kinship').entity_names
     # evaluate: by default the scorer train chose on validation (its test
     # metrics are the training run's), either on request.
     metrics = {}
@@ -192,7 +200,10 @@ def test_applied_rules_in_rules_explain_and_evaluate(trained, capsys,
         assert ('scorer: the applied rules' in printed) == (
             metrics[scorer] == metrics['rules'])
     chosen = load_checkpoint(checkpoint)['scorer']
-    assert metrics['auto'] == metrics[chosen]
+    if chosen == 'per-relation':  # one of them per query relation
+        assert 'scorer: per query relation, the model' in printed
+    else:
+        assert metrics['auto'] == metrics[chosen]
     assert metrics['auto'] == json.loads(
         (folder / 'kinship.json').read_text())['metrics']
     assert metrics['model']['realistic']['mrr'] != \

@@ -173,8 +173,14 @@ def test_trained_model_reasons_on_a_new_graph(pair, tmp_path, capsys,
     model, graph = load_model(checkpoint, graph=pair[1], device=device)
     assert graph.num_relations == 4  # the model's relations, 'likes' unused
     assert graph.entity_names[0].startswith('b')  # entities never seen
-    applied = scorer_from_checkpoint(load_checkpoint(checkpoint), model)
+    payload = load_checkpoint(checkpoint)
+    # The constant rules name the training KG's entities: refused on the
+    # new graph, left out for it (as the command line does).
+    with pytest.raises(ValueError, match='without_constants'):
+        scorer_from_checkpoint(payload, model)(graph, [0], [0])
+    applied = scorer_from_checkpoint(payload, model, new_graph=True)
     assert isinstance(applied, AppliedRules)
+    assert applied.constant_rules is None
     for scorer, name in ((model, 'model'), (applied, 'rules')):
         out = str(tmp_path / f'ind-{name}.json')
         assert main(['evaluate', '--checkpoint', checkpoint, '--graph',

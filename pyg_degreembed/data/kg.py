@@ -194,6 +194,19 @@ def split_triples(data: Data, split: str) -> Tensor:
                         edge_index[1]])
 
 
+def training_queries(data: Data) -> Tensor:
+    r"""The distinct training queries :math:`(x, q, y)`, :math:`x \neq y`,
+    of both directions (:math:`q \in [0, 2R)`), sorted.
+
+    :rtype: :class:`torch.Tensor` of shape :obj:`[3, Q]`
+    """
+    R = data.num_relations
+    h, r, t = split_triples(data, 'train')
+    queries = torch.stack([torch.cat([h, t]), torch.cat([r, r + R]),
+                           torch.cat([t, h])])
+    return torch.unique(queries[:, queries[0] != queries[2]], dim=1)
+
+
 def all_triples(data: Data) -> Tensor:
     r"""All known true triples (every split), as a :obj:`[3, n]` tensor."""
     return torch.cat([split_triples(data, s) for s in SPLITS], dim=1)

@@ -21,17 +21,26 @@ an edge of type :math:`s` (a column of its degree-type set, see
 :math:`|\{(x, y) : q(x, y), s(y, \_)\}| / (|\{(x, y) : \exists y'\,
 q(x, y'),\; s(y, \_)\}| + u)`, the answer's own edge left out.
 
+**Constant rules** (optional): :math:`q(X, c) \Leftarrow b(X, d)`,
+:math:`q(X, c) \Leftarrow b(X, A)` and :math:`q(X, c) \Leftarrow`, rules
+that name the answer :math:`c` (see
+:mod:`pyg_degreembed.interpret.constant_rules`), with the same confidence;
+they compete with the path rules for the keys below.  They hold for the
+entities of the graph they were mined on only.
+
 **Ranking.** A candidate :math:`y` of :math:`(h, q, ?)` is ranked by the
-confidence of the best path rule whose body holds for :math:`(h, y)`, ties
-broken by the second best, and so on (AnyBURL's *max-plus*;
-:obj:`num_keys` rules are compared), then by its best answer-type rule,
-then, if a :obj:`tie_break` model is given, by that model's score.
+confidence of the best path or constant rule whose body holds for
+:math:`(h, y)`, ties broken by the second best, and so on (AnyBURL's
+*max-plus*; :obj:`num_keys` rules are compared), then by its best
+answer-type rule, then, if a :obj:`tie_break` model is given, by that
+model's score.
 :meth:`AppliedRules.forward` returns scores that order the candidates
 exactly so (equal keys, equal scores).
 """
 import weakref
 from dataclasses import dataclass
-from typing import Any, List, NamedTuple, Optional, Sequence, Tuple
+from typing import (Any, List, NamedTuple, Optional, Sequence, Tuple,
+                    Union)
 
 import torch
 from torch import Tensor
@@ -39,10 +48,12 @@ from torch.nn import Module
 
 from pyg_degreembed.data.convert import as_kg
 from pyg_degreembed.data.kg import (check_positive_ints, index_tensor,
-                                    query_edges, split_triples)
+                                    query_edges, training_queries)
 from pyg_degreembed.data.ragged import find_sorted
 from pyg_degreembed.data.resolve import resolve_graph
 from pyg_degreembed.data.typed_graph import TypedGraph
+from pyg_degreembed.interpret.constant_rules import (ConstantRule,
+                                                     ConstantRules)
 from pyg_degreembed.interpret.paths import (check_pattern_keys, expand_paths,
                                             pattern_of, walk_chunks)
 from pyg_degreembed.interpret.query_paths import query_paths
@@ -78,13 +89,19 @@ class AppliedRules(Module):
         groundings (torch.Tensor, optional): The pairs each rule's body
             joins (its predictions), shape :obj:`[M]`. (default:
             :obj:`None`)
+        constant_rules (ConstantRules, optional): Rules that name their
+            answer, for the :obj:`num_nodes` entities of the graph they
+            were mined on (see
+            :mod:`pyg_degreembed.interpret.constant_rules`). (default:
+            :obj:`None`)
     """
     def __init__(self, num_relations: int, num_steps: int, relation: Tensor,
                  pattern: Tensor, confidence: Tensor, num_keys: int = 3,
                  tie_break: Optional[Module] = None,
                  type_confidence: Optional[Tensor] = None,
                  support: Optional[Tensor] = None,
-                 groundings: Optional[Tensor] = None):
+                 groundings: Optional[Tensor] = None,
+                 constant_rules: Optional[ConstantRules] = None):
         super().__init__()
         check_positive_ints(num_relations=num_relations, num_steps=num_steps,
                             num_keys=num_keys)
@@ -111,8 +128,25 @@ class AppliedRules(Module):
             raise ValueError(f"'type_confidence' must have shape [{K}, {K}], "
                              f"got {list(type_confidence.shape)}")
         self.register_buffer('type_confidence', type_confidence.double())
+        self.constant_rules = None if constant_rules is None else \
+            constant_rules.to(self.rule_key.device)
         # The answer-type ranks of the last graph (see _answer_types).
         self._types: Tuple[Any, Optional[Tensor]] = (None, None)
+
+    def _apply(self, fn, *args, **kwargs):
+        # Module.to / .cuda / .double: the constant rules move along.
+        super()._apply(fn, *args, **kwargs)
+        if self.constant_rules is not None:
+            self.constant_rules = self.constant_rules.to(
+                self.rule_key.device)
+        return self
+
+    def without_constants(self) -> 'AppliedRules':
+        r"""The same rules without the constant rules (for a graph with
+        other entities than the one they were mined on)."""
+        return AppliedRules.from_payload(
+            {**self.to_payload(), 'constant_rules': None},
+            self.tie_break).to(self.rule_key.device)
 
     def __getstate__(self):
         # The answer-type cache holds a weak reference (not picklable).
@@ -142,7 +176,8 @@ class AppliedRules(Module):
              unseen: float = 200., num_keys: int = 3,
              tie_break: Optional[Module] = None,
              counts: Optional['RuleCounts'] = None,
-             answer_types: bool = False) -> 'AppliedRules':
+             answer_types: bool = False,
+             constants: bool = True) -> 'AppliedRules':
         r"""Every cyclic rule of length at most :obj:`num_steps` that holds
         for at least :obj:`min_support` training queries of its relation,
         with its confidence (see the module's description).
@@ -165,6 +200,10 @@ class AppliedRules(Module):
             answer_types (bool, optional): Add the answer-type rules (with
                 a model as tie-break they did not help on validation, see
                 :obj:`benchmarks/applied_rules.py`). (default: :obj:`False`)
+            constants (bool, optional): Add the constant rules, which hold
+                for the entities of :obj:`data` only (chosen on validation,
+                see :obj:`benchmarks/applied_rules.py`; for a new graph use
+                :meth:`without_constants`). (default: :obj:`True`)
         """
         if counts is None:
             counts = rule_counts(data, num_steps)
@@ -177,10 +216,14 @@ class AppliedRules(Module):
             type_confidence = torch.where(
                 support >= min_support,
                 support.double() / (groundings + unseen), 0.)
+        constant_rules = None
+        if constants:
+            constant_rules = ConstantRules.mine(data, min_support, unseen)
         return cls(as_kg(data).num_relations, num_steps,
                    counts.relation[keep], counts.pattern[keep], confidence,
                    num_keys, tie_break, type_confidence,
-                   counts.support[keep], counts.groundings[keep])
+                   counts.support[keep], counts.groundings[keep],
+                   constant_rules)
 
     def config(self) -> dict:
         r"""The constructor arguments other than the tensors and the
@@ -196,7 +239,9 @@ class AppliedRules(Module):
                 'pattern': self.rule_key % P,
                 'confidence': self.confidence,
                 'type_confidence': self.type_confidence,
-                'support': self.support, 'groundings': self.groundings}
+                'support': self.support, 'groundings': self.groundings,
+                'constant_rules': None if self.constant_rules is None else
+                self.constant_rules.to_dict()}
 
     @classmethod
     def from_payload(cls, payload: dict,
@@ -208,7 +253,9 @@ class AppliedRules(Module):
                    type_confidence=payload['type_confidence'],
                    support=payload.get('support'),
                    groundings=payload.get('groundings'),
-                   tie_break=tie_break)
+                   tie_break=tie_break,
+                   constant_rules=ConstantRules.from_dict(
+                       payload.get('constant_rules')))
 
     def rules(self, relation: int) -> List[Rule]:
         r"""The rules of query relation :obj:`relation` with their
@@ -221,6 +268,13 @@ class AppliedRules(Module):
         out.sort(key=lambda rule: (-rule.confidence, rule.body))
         return out
 
+    def constant_rules_of(self, relation: int) -> List[ConstantRule]:
+        r"""The constant rules of query relation :obj:`relation` with
+        their confidences, best first."""
+        if self.constant_rules is None:
+            return []
+        return self.constant_rules.rules(relation)
+
     def type_rules(self, relation: int) -> List['AnswerTypeRule']:
         r"""The answer-type rules of query relation :obj:`relation` with
         their confidences, best first."""
@@ -232,10 +286,12 @@ class AppliedRules(Module):
 
     @torch.no_grad()
     def explain(self, graph: Any, head: int, relation: int, tail: int
-                ) -> Tuple[List[Rule], Optional['AnswerTypeRule']]:
+                ) -> Tuple[List[Union[Rule, ConstantRule]],
+                           Optional['AnswerTypeRule']]:
         r"""Why :obj:`tail` answers :obj:`(head, relation, ?)`: the path
         rules whose body joins :obj:`head` to :obj:`tail` in :obj:`graph`
-        (any graph input of :meth:`forward`), best first (the first
+        (any graph input of :meth:`forward`) and the constant rules that
+        predict :obj:`tail` for :obj:`head`, best first (the first
         :obj:`num_keys` are its keys), and the best answer-type rule that
         :obj:`tail` satisfies (:obj:`None` if none)."""
         graph = resolve_graph(graph, num_relations=self.num_relations,
@@ -252,7 +308,14 @@ class AppliedRules(Module):
                     Rule(relation, pattern_of(int(p), self.num_edge_types),
                          float(c)) for p, c in zip(pattern[found],
                                                    self.confidence[at[found]])]
-        found_rules.sort(key=lambda rule: (-rule.confidence, rule.body))
+        if self.constant_rules is not None:
+            query = torch.tensor([head], device=graph.device)
+            rules = self.constant_rules
+            _, node, _, rule = rules.fire(
+                graph, query, torch.tensor([relation], device=graph.device),
+                with_rule=True)
+            found_rules += [rules.rule(int(i)) for i in rule[node == tail]]
+        found_rules.sort(key=lambda rule: -rule.confidence)
         types = graph.pair_type[graph.pair_src == tail].tolist()
         candidates = [rule for rule in self.type_rules(relation)
                       if rule.edge_type in types]
@@ -295,6 +358,11 @@ class AppliedRules(Module):
                                         relation[walk] * P + pattern)
                 cell.append((walk * N + node)[found])
                 conf.append(self.confidence[at[found]])
+        if self.constant_rules is not None:
+            query, node, confidence = self.constant_rules.fire(
+                graph, head, relation, removed)
+            cell.append(query * N + node)
+            conf.append(confidence)
         cell, conf = torch.cat(cell), torch.cat(conf)
         # Best first within each (query, entity) cell.
         order = torch.argsort(conf, descending=True, stable=True)
@@ -429,7 +497,7 @@ def rule_counts(data: Any, num_steps: int = 2,
     check_positive_ints(num_steps=num_steps, chunk_size=chunk_size)
     P = (2 * R + 1)**num_steps
     graph = resolve_graph(data, num_relations=R)
-    queries = _training_queries(kg)
+    queries = training_queries(kg)
     found = query_paths(graph, queries, num_steps, R, chunk_size)
     rule_of = queries[1, found.query] * P + found.pattern
     # Every body grounding (x, y) of every rule, minus the training answers
@@ -469,7 +537,7 @@ def type_counts(data: Any, chunk_size: int = 4096) -> Tuple[Tensor, Tensor]:
     R, N = kg.num_relations, kg.num_nodes
     K = 2 * R
     graph = resolve_graph(data, num_relations=R)
-    queries = _training_queries(kg)
+    queries = training_queries(kg)
     # Edges of each type out of each entity.
     count = torch.zeros(N, K, dtype=torch.long)
     count[graph.pair_src, graph.pair_type] = graph.pair_count
@@ -487,15 +555,6 @@ def type_counts(data: Any, chunk_size: int = 4096) -> Tuple[Tensor, Tensor]:
                            minlength=K)
     groundings = heads.view(-1, 1) * (count > 0).sum(0).view(1, -1)
     return support, groundings
-
-
-def _training_queries(kg) -> Tensor:
-    # The distinct training queries (x, q, y), x != y, both directions.
-    R = kg.num_relations
-    h, r, t = split_triples(kg, 'train')
-    queries = torch.stack([torch.cat([h, t]), torch.cat([r, r + R]),
-                           torch.cat([t, h])])
-    return torch.unique(queries[:, queries[0] != queries[2]], dim=1)
 
 
 def _dense_rank(rows: Tensor) -> Tensor:

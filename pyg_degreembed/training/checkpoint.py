@@ -302,12 +302,15 @@ def model_and_data(payload: Dict[str, Any], path: str,
 
 
 def scorer_from_checkpoint(payload: Dict[str, Any], model,
-                           scorer: str = 'auto'):
+                           scorer: str = 'auto', new_graph: bool = False):
     r"""What ranks answers for a checkpoint: with :obj:`scorer="auto"`
     the scorer recorded in it (:obj:`"rules"`, its applied rules with
-    :obj:`model` as tie-break, or :obj:`"model"`; the model where it
-    records none); :obj:`"rules"` requires the rules, :obj:`"model"` is
-    the model alone."""
+    :obj:`model` as tie-break, :obj:`"model"`, or :obj:`"per-relation"`,
+    one of them per query relation; the model where it records none);
+    :obj:`"rules"` requires the rules, :obj:`"model"` is the model
+    alone.  With :obj:`new_graph` (reasoning on another KG than
+    the training one) the rules rank without their constant rules, which
+    name the training KG's entities."""
     from pyg_degreembed.interpret.applied_rules import AppliedRules
     if scorer not in SCORERS:
         raise ValueError(f"'scorer' must be one of {SCORERS}, got "
@@ -321,7 +324,14 @@ def scorer_from_checkpoint(payload: Dict[str, Any], model,
     if scorer == 'model' or rules is None:
         return model
     device = next(model.parameters()).device
-    return AppliedRules.from_payload(rules, tie_break=model).to(device)
+    applied = AppliedRules.from_payload(rules, tie_break=model).to(device)
+    if new_graph:
+        applied = applied.without_constants()
+    if scorer == 'per-relation':
+        from pyg_degreembed.training.scorer import PerRelationScorer
+        return PerRelationScorer(applied,
+                                 payload['model_relations']).to(device)
+    return applied
 
 
 def check_kg(payload: Dict[str, Any], data, path: str = 'checkpoint'):
