@@ -103,14 +103,19 @@ def main():
     names = {'degreembed': ('DegreEmbed', 'paper'),
              'degreembed-rules': ('applied rules + DegreEmbed', 'default'),
              'rules': ('applied rules', 'rules-only')}
-    groups = {}
+    groups, per_relation_splits = {}, set()
     for run in load(os.path.join(RESULTS, 'inductive', '*.json')):
+        if str(run.get('scorer')).startswith('model for'):
+            per_relation_splits.add(run['split'])
         if run['model'] in names:
             groups.setdefault((run['split'], run['model'],
                                run.get('num_steps', 2)),
                               []).append(run['test'])
     for (split, model, steps), tests in sorted(groups.items()):
         label, settings = names[model]
+        if model == 'degreembed-rules' and split in per_relation_splits:
+            label = 'applied rules or DegreEmbed (per query relation, on ' \
+                'validation)'
         out.append(record(split, label, settings, steps, tests))
     path = write_json('summary.json', out)
     print(f'{len(out)} records -> {path}')
