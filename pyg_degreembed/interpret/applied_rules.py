@@ -315,7 +315,10 @@ class AppliedRules(Module):
                 graph, query, torch.tensor([relation], device=graph.device),
                 with_rule=True)
             found_rules += [rules.rule(int(i)) for i in rule[node == tail]]
-        found_rules.sort(key=lambda rule: -rule.confidence)
+        # Best first; equal confidences: path rules by body, then the
+        # constant rules in their order.
+        found_rules.sort(key=lambda rule: (-rule.confidence,
+                                           getattr(rule, 'body', ())))
         types = graph.pair_type[graph.pair_src == tail].tolist()
         candidates = [rule for rule in self.type_rules(relation)
                       if rule.edge_type in types]

@@ -115,10 +115,10 @@ def constant_rule_counts(data, chunk_size: int = 65536
     groundings = torch.full_like(support, N - 1)
     # b(X, d): the b-edges into d, less c's own.
     into = torch.bincount(edge_type * N + dst, minlength=K * N)
-    has = _has_edge(src, edge_type, dst, N, K)
     node = body_node >= 0
     b, d, a = body_type[node], body_node[node], answer[node]
-    groundings[node] = into[b * N + d] - has(a, b, d).long()
+    lo, hi = graph.edge_range(a, b, d)
+    groundings[node] = into[b * N + d] - (hi > lo).long()
     # b(X, A): the heads with a b-edge to some A != c.
     typed = (body_node < 0) & (body_type < K)
     pair, count = torch.unique(src * K + edge_type, return_counts=True)
@@ -135,15 +135,6 @@ def constant_rule_counts(data, chunk_size: int = 65536
         single[b * N + a]
     return ConstantRuleCounts(relation, body_type, body_node, answer,
                               support, groundings)
-
-
-def _has_edge(src, edge_type, dst, N, K):
-    # Membership in the sorted distinct edges.
-    keys = (src * K + edge_type) * N + dst
-
-    def has(s, t, d):
-        return find_sorted(keys, (s * K + t) * N + d)[1]
-    return has
 
 
 def fire(graph: TypedGraph, head: Tensor, relation: Tensor, key: Tensor,
@@ -183,10 +174,9 @@ def fire(graph: TypedGraph, head: Tensor, relation: Tensor, key: Tensor,
     body_type = torch.cat([b, typed % K, head.new_full((B, ), K)])
     body_node = torch.cat([d, torch.full_like(typed, ANY),
                            head.new_full((B, ), ANY)])
-    lo = torch.searchsorted(key, rule_key(relation[body_walk], body_type,
-                                          body_node, K, N))
-    hi = torch.searchsorted(key, rule_key(relation[body_walk], body_type,
-                                          body_node, K, N), right=True)
+    body_key = rule_key(relation[body_walk], body_type, body_node, K, N)
+    lo = torch.searchsorted(key, body_key)
+    hi = torch.searchsorted(key, body_key, right=True)
     body, rule = ragged_arange(lo, hi - lo)
     query, node = body_walk[body], answer[rule]
     fires = (node != head[query]) & (node != body_node[body])
