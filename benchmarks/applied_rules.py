@@ -31,7 +31,9 @@ from torch_geometric import seed_everything
 
 from pyg_degreembed import DegreEmbedReasoner, RuleReasoner, compute_ranks, fit
 from pyg_degreembed.interpret.applied_rules import AppliedRules, rule_counts
-from pyg_degreembed.training.scorer import PerRelationScorer, relation_choice
+from pyg_degreembed.training.scorer import (PerRelationScorer,
+                                            chosen_reciprocal_ranks,
+                                            relation_choice)
 
 from common import (RESULTS, load_benchmark, save_run, test_metrics,
                     update_readme, write_markdown)
@@ -75,19 +77,19 @@ def two_fold_mrr(model_ranks, rules_ranks, num_relations, per_relation):
     half[torch.randperm(T, generator=torch.Generator().manual_seed(0))[
         :T // 2]] = True
     fold = torch.cat([half, half])
-    query = model_ranks.relation + num_relations * model_ranks.direction
-    rr = {who: 1. / ranks.ranks['realistic'].double()
-          for who, ranks in (('model', model_ranks), ('rules', rules_ranks))}
+    every = torch.ones(2 * num_relations, dtype=torch.bool)
+    rr_model = chosen_reciprocal_ranks(model_ranks, rules_ranks, every)
+    rr_rules = chosen_reciprocal_ranks(model_ranks, rules_ranks, ~every)
     total = 0.
     for chosen_on in (fold, ~fold):
         if per_relation:
             use_model = relation_choice(subset(model_ranks, chosen_on),
                                         subset(rules_ranks, chosen_on),
-                                        num_relations)[query]
+                                        num_relations)
         else:
-            use_model = torch.full_like(fold, bool(
-                rr['model'][chosen_on].sum() > rr['rules'][chosen_on].sum()))
-        picked = torch.where(use_model, rr['model'], rr['rules'])
+            use_model = torch.full_like(every, bool(
+                rr_model[chosen_on].sum() > rr_rules[chosen_on].sum()))
+        picked = chosen_reciprocal_ranks(model_ranks, rules_ranks, use_model)
         total += float(picked[~chosen_on].sum())
     return total / fold.numel()
 

@@ -67,6 +67,23 @@ class PerRelationScorer(Module):
         return out
 
 
+def query_relations(ranks: Ranks, num_relations: int) -> Tensor:
+    r"""The query relation :math:`q \in [0, 2R)` of each ranked query
+    (its relation, :math:`+R` for head queries)."""
+    return ranks.relation + num_relations * ranks.direction
+
+
+def chosen_reciprocal_ranks(model_ranks: Ranks, rules_ranks: Ranks,
+                            use_model: Tensor) -> Tensor:
+    r"""Per query (both rankings of the same queries, in one order), the
+    reciprocal rank (realistic ties) of the scorer :obj:`use_model` picks
+    for its query relation."""
+    query = query_relations(model_ranks, use_model.numel() // 2)
+    return torch.where(use_model[query],
+                       1. / model_ranks.ranks['realistic'].double(),
+                       1. / rules_ranks.ranks['realistic'].double())
+
+
 def relation_choice(model_ranks: Ranks, rules_ranks: Ranks,
                     num_relations: int) -> Tensor:
     r"""Per query relation :math:`q \in [0, 2R)` (relation and direction of
@@ -77,7 +94,7 @@ def relation_choice(model_ranks: Ranks, rules_ranks: Ranks,
     :rtype: :class:`torch.Tensor` of shape :obj:`[2R]` (boolean)
     """
     def per_relation(ranks):
-        q = ranks.relation + num_relations * ranks.direction
+        q = query_relations(ranks, num_relations)
         total = torch.zeros(2 * num_relations, dtype=torch.double)
         total.index_add_(0, q, 1. / ranks.ranks['realistic'].double())
         return total, torch.bincount(q, minlength=2 * num_relations)
@@ -145,7 +162,6 @@ def choose_scorer(model: Module, data: Any, num_steps: int,
     rules_ranks = compute_ranks(applied, data, 'valid')
     model_ranks = compute_ranks(model, data, 'valid')
     use_model = relation_choice(model_ranks, rules_ranks, kg.num_relations)
-    mixed = PerRelationScorer(applied, use_model)
     reason = (f"validation MRR: applied rules "
               f"{rules_ranks.metrics()['mrr']:.4f}, model "
               f"{model_ranks.metrics()['mrr']:.4f}")
@@ -153,14 +169,12 @@ def choose_scorer(model: Module, data: Any, num_steps: int,
         return ScorerChoice(model, 'model', reason, applied, seconds)
     if not use_model.any():
         return ScorerChoice(applied, 'rules', reason, applied, seconds)
-    # Both rank the validation queries in one order.
-    query = model_ranks.relation + kg.num_relations * model_ranks.direction
-    valid = float(torch.where(use_model[query],
-                              1. / model_ranks.ranks['realistic'],
-                              1. / rules_ranks.ranks['realistic']).mean())
+    valid = float(chosen_reciprocal_ranks(model_ranks, rules_ranks,
+                                          use_model).mean())
     reason += (f'; the model for {int(use_model.sum())} of '
                f'{use_model.numel()} query relations, the rules for the '
                f'others: {valid:.4f}')
+    mixed = PerRelationScorer(applied, use_model).to(device)
     return ScorerChoice(mixed, 'per-relation', reason, applied, seconds,
                         use_model)
 
