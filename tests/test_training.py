@@ -5,7 +5,9 @@ import torch
 from torch_geometric import seed_everything
 
 from pyg_degreembed import RuleReasoner, fit, rule_loss
-from pyg_degreembed.training.checkpoint import load_checkpoint, save_checkpoint
+from pyg_degreembed.training.checkpoint import (load_checkpoint,
+                                                model_from_checkpoint,
+                                                save_checkpoint)
 
 from conftest import chain_kg
 
@@ -246,6 +248,19 @@ def test_max_steps_and_time_budget_end_cleanly_and_resume(tmp_path):
     resumed, _ = _bounded_run(path, resume=True)
     assert all(torch.equal(resumed.state_dict()[k], full_state[k])
                for k in full_state)
+
+    # Stopped within epoch 1: the current weights are kept, and the
+    # checkpoint's model (what evaluate, predict and load_model read) is
+    # that one, not the untrained start.
+    path = str(tmp_path / 'early.pt')
+    stopped, result = _bounded_run(path, max_steps=3)
+    assert result.best_epoch == 0
+    kept = model_from_checkpoint(load_checkpoint(path)).state_dict()
+    assert all(torch.equal(kept[k], v)
+               for k, v in stopped.state_dict().items())
+    seed_everything(0)
+    start = RuleReasoner(3, embedding_dim=8, hidden_channels=8).state_dict()
+    assert any(not torch.equal(kept[k], start[k]) for k in start)
 
     with pytest.raises(ValueError, match="'max_steps' must be a positive"):
         _bounded_run(None, max_steps=0)

@@ -321,6 +321,10 @@ def _fit_epochs(run, device, eval_batch_size, progress, progress_interval,
             epoch, settings.batch_size, settings.clip_norm, settings.loss,
             reporter, callback)
         if run.partial is not None:  # ended by max_steps or time_budget
+            if not run.result.best_epoch:
+                # No epoch to choose from: the current weights are the
+                # model's, in memory and in the checkpoint alike.
+                run.best_state = _copy_state(model)
             if checkpoint is not None and run.is_main:
                 run.save(checkpoint, epoch - 1, False)
             if log is not None and run.is_main:
@@ -331,8 +335,7 @@ def _fit_epochs(run, device, eval_batch_size, progress, progress_interval,
                     f'{epoch} ({run.limit.reason}); kept {kept}'
                     + ('; resume from the checkpoint to go on'
                        if checkpoint is not None else ''))
-            if run.result.best_epoch:
-                model.load_state_dict(run.best_state)
+            model.load_state_dict(run.best_state)
             return run.result
         valid_mrr = rank_queries(
             model, run.graph, run.valid, run.true_answers, eval_batch_size,
