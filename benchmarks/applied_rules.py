@@ -11,7 +11,10 @@ trained model) x answer-type rules (with / without) with 3 keys, and 1 or 5
 keys at u = 50 with both.
 --model drum trains DRUM instead (cheaper on FB15k-237); --quick runs only
 the settings chosen (with and without the model as tie-break), each with
-and without the constant rules (chosen on the mean over every KG run so).
+and without the constant rules (chosen on the mean over every KG run so),
+and the library's default as train --scorer auto runs it (choose_scorer:
+the u of the confidences chosen on validation, then the model or the rules
+per query relation), with the two-fold validation estimate of choosing u.
 --seed S (with --quick) trains with another seed, into
 results/applied_rules/seeds/ (the setting is chosen on seed 0 only).
 Writes results/applied_rules/<dataset>-L<L>.json (validation and test MRR
@@ -31,7 +34,9 @@ from torch_geometric import seed_everything
 
 from pyg_degreembed import DegreEmbedReasoner, RuleReasoner, compute_ranks, fit
 from pyg_degreembed.interpret.applied_rules import AppliedRules, rule_counts
-from pyg_degreembed.training.scorer import (PerRelationScorer,
+from pyg_degreembed.training.scorer import (UNSEEN_CHOICES,
+                                            PerRelationScorer,
+                                            choose_scorer,
                                             chosen_reciprocal_ranks,
                                             relation_choice)
 
@@ -68,28 +73,45 @@ def mrr(ranks) -> dict:
             for tie in ('realistic', 'optimistic')}
 
 
-def two_fold_mrr(model_ranks, rules_ranks, num_relations, per_relation):
-    r"""Validation MRR of a choice made on the other half of the
-    validation triples (both halves, pooled): per query relation
-    (relation_choice) or for all queries at once."""
-    T = model_ranks.relation.numel() // 2  # tail queries, then head ones
+def best_overall(options) -> int:
+    r"""The ranking with the best MRR, the earliest among equals."""
+    mrr = [ranks.metrics()['mrr'] for ranks in options]
+    return mrr.index(max(mrr))
+
+
+def per_relation_choice(num_relations):
+    return lambda part: relation_choice(part, num_relations)
+
+
+def one_for_all_choice(num_relations):
+    return lambda part: torch.full((2 * num_relations, ), best_overall(part))
+
+
+def unseen_then_relation_choice(num_relations):
+    r"""As choose_scorer: the rules' u by the best MRR over all queries
+    (options: the rules with each u, then the model), then the rules or the
+    model per query relation."""
+    def choose(part):
+        u = best_overall(part[:-1])
+        model = relation_choice([part[u], part[-1]], num_relations) == 1
+        return torch.where(model, len(part) - 1, u)
+    return choose
+
+
+def two_fold_mrr(options, choose):
+    r"""Validation MRR of a choice among the rankings :obj:`options` of the
+    validation queries (:obj:`choose` maps rankings to the index of the
+    one for each query relation) made on the other half of the validation
+    triples (both halves, pooled)."""
+    T = options[0].relation.numel() // 2  # tail queries, then head ones
     half = torch.zeros(T, dtype=torch.bool)
     half[torch.randperm(T, generator=torch.Generator().manual_seed(0))[
         :T // 2]] = True
     fold = torch.cat([half, half])
-    every = torch.ones(2 * num_relations, dtype=torch.bool)
-    rr_model = chosen_reciprocal_ranks(model_ranks, rules_ranks, every)
-    rr_rules = chosen_reciprocal_ranks(model_ranks, rules_ranks, ~every)
     total = 0.
     for chosen_on in (fold, ~fold):
-        if per_relation:
-            use_model = relation_choice(subset(model_ranks, chosen_on),
-                                        subset(rules_ranks, chosen_on),
-                                        num_relations)
-        else:
-            use_model = torch.full_like(every, bool(
-                rr_model[chosen_on].sum() > rr_rules[chosen_on].sum()))
-        picked = chosen_reciprocal_ranks(model_ranks, rules_ranks, use_model)
+        choice = choose([subset(ranks, chosen_on) for ranks in options])
+        picked = chosen_reciprocal_ranks(options, choice)
         total += float(picked[~chosen_on].sum())
     return total / fold.numel()
 
@@ -107,17 +129,47 @@ def per_relation_outcome(applied, data, model_valid, rules_valid) -> dict:
     validation set, as train does): its test metrics, and the two-fold
     validation MRR of that choice against one choice for all queries."""
     R = data.num_relations
-    use_model = relation_choice(model_valid, rules_valid, R)
+    options = [rules_valid, model_valid]
+    use_model = relation_choice(options, R) == 1
     test = compute_ranks(PerRelationScorer(applied, use_model), data,
                          'test')
     return {'model_relations': int(use_model.sum()),
             'query_relations': 2 * R,
             'valid_two_fold': {
-                'per_relation': two_fold_mrr(model_valid, rules_valid, R,
-                                             True),
-                'one_for_all': two_fold_mrr(model_valid, rules_valid, R,
-                                            False)},
+                'per_relation': two_fold_mrr(options,
+                                             per_relation_choice(R)),
+                'one_for_all': two_fold_mrr(options,
+                                            one_for_all_choice(R))},
             'test': test_metrics(test)}
+
+
+def default_outcome(model, data, num_steps, counts, model_valid) -> dict:
+    r"""What train --scorer auto gives (choose_scorer, the library's
+    default): the scorer, the u chosen, validation and test metrics, and
+    the two-fold validation MRR of choosing u on validation against the
+    first u of UNSEEN_CHOICES for all KGs (the model or the rules per query
+    relation in both)."""
+    start = time.perf_counter()
+    choice = choose_scorer(model, data, num_steps)
+    seconds = time.perf_counter() - start
+    R = data.num_relations
+    options = [compute_ranks(AppliedRules.mine(
+        data, num_steps, unseen=u, tie_break=model, counts=counts), data,
+        'valid') for u in UNSEEN_CHOICES] + [model_valid]
+    use_model = choice.use_model
+    if use_model is None:
+        use_model = torch.full((2 * R, ), choice.name == 'model')
+    return {'scorer': choice.name, 'unseen': choice.unseen,
+            'reason': choice.reason, 'seconds': seconds,
+            'model_relations': int(use_model.sum()),
+            'query_relations': 2 * R,
+            'valid': mrr(compute_ranks(choice.scorer, data, 'valid')),
+            'test': test_metrics(compute_ranks(choice.scorer, data, 'test')),
+            'valid_two_fold': {
+                'unseen_chosen': two_fold_mrr(
+                    options, unseen_then_relation_choice(R)),
+                'unseen_fixed': two_fold_mrr(
+                    options[:1] + options[-1:], per_relation_choice(R))}}
 
 
 def run(name: str, num_steps: int, epochs: int, model_name: str,
@@ -156,6 +208,11 @@ def run(name: str, num_steps: int, epochs: int, model_name: str,
         out['settings'].append(row)
         print(name, setting, 'valid', row['valid'], 'test',
               row['test']['realistic']['mrr'], flush=True)
+    if not full:
+        out['default'] = default_outcome(model, data, num_steps, counts,
+                                         model_ranks['valid'])
+        print(name, 'default', out['default']['reason'], 'test',
+              out['default']['test']['realistic']['mrr'], flush=True)
     # Settings run before (other --unseen values) are kept.
     relative = os.path.join('applied_rules', f'{name}-L{num_steps}.json') \
         if seed == 0 else os.path.join(
@@ -246,9 +303,12 @@ def constant_means(runs, setting) -> tuple:
 
 
 def default_test(run_, row, per_relation: bool) -> float:
-    r"""Test MRR of train --scorer auto: the applied rules or the model,
-    whichever has the better validation MRR, per query relation where
+    r"""Test MRR of train --scorer auto: as run (choose_scorer) where the
+    run has it, else the applied rules or the model, whichever has the
+    better validation MRR, per query relation where
     :obj:`per_relation`."""
+    if 'default' in run_:
+        return run_['default']['test']['realistic']['mrr']
     if per_relation:
         return row['per_relation']['test']['realistic']['mrr']
     if row['valid']['realistic'] >= run_['model']['valid']['realistic']:
@@ -288,6 +348,27 @@ def per_relation_sentence(runs, best) -> str:
             f"{'per relation' if per_relation > one_for_all else 'one'}.")
 
 
+def unseen_sentence(runs) -> str:
+    r"""The two-fold validation MRR of choosing u on validation (from
+    UNSEEN_CHOICES) against the first u for all, mean over the runs that
+    have the default recorded."""
+    rows = [(run_['dataset'], run_['default']) for run_ in runs
+            if 'default' in run_]
+    if not rows:
+        return 'The u of the confidences: not run with the default.'
+    chosen = statistics.mean(d['valid_two_fold']['unseen_chosen']
+                             for _, d in rows)
+    fixed = statistics.mean(d['valid_two_fold']['unseen_fixed']
+                            for _, d in rows)
+    picked = ', '.join(f"{name} {d['unseen']:g}" for name, d in rows)
+    return (f'The u of the confidences, chosen on each KG\'s validation set '
+            f"from {', '.join(f'{u:g}' for u in UNSEEN_CHOICES)} "
+            f'(two-fold validation MRR, mean over {len(rows)} runs of '
+            f"{', '.join(sorted({name for name, _ in rows}))}): "
+            f'{chosen:.4f}, against {fixed:.4f} with '
+            f'u = {UNSEEN_CHOICES[0]:g} for all; chosen: {picked}.')
+
+
 def all_runs() -> list:
     r"""The runs of seed 0 and of the other seeds."""
     return load_runs() + [json.load(open(path)) for path in sorted(
@@ -320,6 +401,7 @@ def table():
         f'rules {best[3]}.', '',
         constants_sentence(runs, best), '',
         per_relation_sentence(all_runs(), best), '',
+        unseen_sentence(all_runs()), '',
         '| dataset | L | tie-break model | rules | model valid | applied '
         'valid | model test | applied test (realistic / optimistic) | H@1 '
         '| H@10 | default test (the better on validation'

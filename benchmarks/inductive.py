@@ -10,9 +10,10 @@ new entities on another graph with the same relations.
 graph), so new splits need no code change.
 
 Models: 'rules' is AppliedRules mined on X (its train.txt; no training),
-'degreembed-rules' the same with DegreEmbed trained on X as tie-break, or
-DegreEmbed alone where that is better on X's validation (as the CLI's
-train --scorer auto).
+'degreembed-rules' what the CLI's train --scorer auto gives, without the
+constant rules (choose_scorer(..., constants=False)): the rules with
+DegreEmbed trained on X as tie-break, or DegreEmbed alone, per query
+relation, whichever is better on X's validation.
 
 Protocol, per run: train DegreEmbed, DRUM or Neural LP (rank 1) with fit()'s
 defaults (L = 2, T = 3, 128-d, Adam 1e-3, batch 128, up to 20 epochs, early
@@ -42,8 +43,7 @@ import sys
 import time
 
 import torch
-from applied_rules import (all_runs, chosen_setting, load_runs,
-                           per_relation_chosen)
+from applied_rules import chosen_setting, load_runs
 from torch_geometric import seed_everything
 
 from pyg_degreembed import (AppliedRules, DegreEmbedReasoner, RuleReasoner,
@@ -52,7 +52,7 @@ from pyg_degreembed.data.convert import align_relations
 from pyg_degreembed.data.datasets import load_dataset
 from pyg_degreembed.data.kg import split_triples
 from pyg_degreembed.evaluation.ranks import SAMPLED
-from pyg_degreembed.training.scorer import PerRelationScorer, relation_choice
+from pyg_degreembed.training.scorer import choose_scorer
 
 from common import (RESULTS, SHARED, save_run, test_metrics, update_readme,
                     write_markdown)
@@ -61,9 +61,8 @@ MODELS = {
     'degreembed': ('DegreEmbed', DegreEmbedReasoner, {}),
     'drum': ('DRUM', RuleReasoner, {}),
     'neurallp': ('Neural LP (rank 1)', RuleReasoner, {'rank': 1}),
-    # AppliedRules mined on X (no training), and with DegreEmbed trained on
-    # X as tie-break, or DegreEmbed alone, whichever is better on X's
-    # validation (the CLI's default, --scorer auto).
+    # AppliedRules mined on X (no training), and the CLI's default
+    # (--scorer auto) with DegreEmbed trained on X.
     'rules': ('applied rules', None, {}),
     'degreembed-rules': ('applied rules + DegreEmbed', DegreEmbedReasoner,
                          {}),
@@ -103,30 +102,26 @@ def run(name, train_folder, ind_folder, model_name, seed, device, steps=2,
         history = result.history
         best = (result.best_epoch, result.best_valid_mrr)
     scorer, chosen = model, None
-    if model_name.endswith('rules'):
-        # The setting chosen on validation (benchmarks/applied_rules.py)
-        # for rules with and without a model as tie-break.
+    if model_name == 'rules':
+        # The rules alone, in the setting chosen on validation for rules
+        # without a tie-break model (benchmarks/applied_rules.py).
         # No constant rules: they name the training graph's entities, and
         # the test graph has others.
-        unseen, num_keys, _, answer_types, _ = chosen_setting(
-            load_runs(), 'model' if model is not None else 'none')
+        unseen, num_keys, _, answer_types, _ = chosen_setting(load_runs(),
+                                                              'none')
         scorer = AppliedRules.mine(train, steps, unseen=unseen,
-                                   num_keys=num_keys, tie_break=model,
+                                   num_keys=num_keys,
                                    answer_types=answer_types,
                                    constants=False).to(device)
         chosen = 'rules'
-        if model is not None:  # as train --scorer auto: by validation
-            rules_valid = compute_ranks(scorer, train, 'valid')
-            model_valid = compute_ranks(model, train, 'valid')
-            if per_relation_chosen(all_runs(), chosen_setting(load_runs())):
-                use_model = relation_choice(model_valid, rules_valid,
-                                            train.num_relations)
-                chosen = f'model for {int(use_model.sum())} of ' \
-                    f'{use_model.numel()} query relations'
-                scorer = PerRelationScorer(scorer, use_model)
-            elif rules_valid.metrics()['mrr'] < \
-                    model_valid.metrics()['mrr']:
-                scorer, chosen = model, 'model'
+    elif model_name == 'degreembed-rules':  # as train --scorer auto
+        choice = choose_scorer(model, train, steps, device=device,
+                               constants=False)
+        scorer, chosen = choice.scorer, choice.name
+        if choice.use_model is not None:
+            chosen = f'model for {int(choice.use_model.sum())} of ' \
+                f'{choice.use_model.numel()} query relations'
+        chosen += f' (u = {choice.unseen:g})'
     train_seconds = time.perf_counter() - start
     graph = align_relations(load_dataset(ind_folder), train.relation_names)
     start = time.perf_counter()

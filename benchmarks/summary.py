@@ -47,6 +47,8 @@ def default_outcome(run, best, per_relation):
     validation, or, with :obj:`per_relation`, the choice per query
     relation (('per-relation', its test metrics) where both rank some);
     None where the run lacks the chosen setting."""
+    if 'default' in run:  # run by choose_scorer itself
+        return run['default']['scorer'], run['default']['test']
     row = next((r for r in run['settings'] if key(r) == best), None)
     if row is None or (per_relation and 'per_relation' not in row):
         return None

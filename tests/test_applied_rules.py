@@ -10,8 +10,9 @@ from pyg_degreembed.interpret.applied_rules import (AppliedRules, rule_counts,
 from pyg_degreembed.interpret.paths import pattern_of
 from pyg_degreembed.evaluation.ranks import Ranks
 from pyg_degreembed.training.checkpoint import scorer_from_checkpoint
-from pyg_degreembed.training.scorer import (PerRelationScorer, choose_scorer,
-                                            relation_choice)
+from pyg_degreembed.training.scorer import (PerRelationScorer,
+                                            chosen_reciprocal_ranks,
+                                            choose_scorer, relation_choice)
 
 from conftest import chain_kg, dense_operators
 
@@ -282,17 +283,21 @@ def test_relation_choice_on_hand_worked_ranks():
     model = ranks([1, 4, 2, 1, 3], relation, direction)
     rules = ranks([2, 2, 1, 1, 1], relation, direction)
     # q = 0: model 1/1 + 1/4 = 1.25 > rules 1/2 + 1/2; q = 1: rules better;
-    # q = 3: equal (the rules); q = 2: model 1/3 < rules 1/1.
-    assert relation_choice(model, rules, 2).tolist() == \
-        [True, False, False, False]
-    # No validation queries of a relation (q = 2, 3): the overall winner,
+    # q = 3: equal (the earlier option); q = 2: model 1/3 < rules 1/1.
+    assert relation_choice([rules, model], 2).tolist() == [1, 0, 0, 0]
+    assert relation_choice([model, rules], 2).tolist() == [0, 1, 1, 0]
+    # Three options: q = 0 prefers the third (1 + 1/2 > 1.25).
+    third = ranks([1, 2, 3, 3, 2], relation, direction)
+    assert relation_choice([rules, model, third], 2).tolist() == [2, 0, 0, 0]
+    # The reciprocal ranks each query gets from its relation's choice.
+    assert chosen_reciprocal_ranks([rules, model, third], torch.tensor(
+        [2, 0, 1, 1])).tolist() == [1, 1 / 2, 1, 1, 1 / 3]
+    # No validation queries of a relation (q = 2, 3): the overall best,
     # here the model (1 + 1 against 1 + 1/2).
     model = ranks([1, 1], [0, 1], [0, 0])
     rules = ranks([1, 2], [0, 1], [0, 0])
-    assert relation_choice(model, rules, 2).tolist() == \
-        [False, True, True, True]
-    assert relation_choice(rules, model, 2).tolist() == \
-        [False, False, False, False]
+    assert relation_choice([rules, model], 2).tolist() == [0, 1, 1, 1]
+    assert relation_choice([model, rules], 2).tolist() == [0, 0, 0, 0]
 
 
 def test_per_relation_scorer_takes_each_row_from_its_scorer():
@@ -323,22 +328,31 @@ def test_per_relation_scorer_takes_each_row_from_its_scorer():
 
 def test_choose_scorer_per_query_relation_on_validation():
     data = chain_kg()
-    model = RuleReasoner(data.num_relations, num_steps=2)
-    applied = AppliedRules.mine(data, 2, tie_break=model)
-    expected = relation_choice(compute_ranks(model, data, 'valid'),
-                               compute_ranks(applied, data, 'valid'),
-                               data.num_relations)
-    choice = choose_scorer(model, data, 2)
+    R = data.num_relations
+    model = RuleReasoner(R, num_steps=2)
+    unseen = (200., 0.5)
+    by_u = [AppliedRules.mine(data, 2, tie_break=model, unseen=u)
+            for u in unseen]
+    rules = [compute_ranks(applied, data, 'valid') for applied in by_u]
+    mrr = [ranks.metrics()['mrr'] for ranks in rules]
+    best = 0 if mrr[0] >= mrr[1] else 1
+    model_ranks = compute_ranks(model, data, 'valid')
+    expected = relation_choice([rules[best], model_ranks], R) == 1
+    choice = choose_scorer(model, data, 2, unseen=unseen)
     name = 'model' if expected.all() else 'rules' if not expected.any() \
         else 'per-relation'
-    assert choice.name == name
+    assert choice.name == name and choice.unseen == unseen[best]
     assert choice.applied.tie_break is model
+    assert torch.equal(choice.applied.confidence, by_u[best].confidence)
     if name == 'per-relation':
         assert torch.equal(choice.use_model, expected)
         assert torch.equal(choice.scorer.use_model, expected)
-    assert choose_scorer(model, data, 2, scorer='rules').name == 'rules'
+    rules_only = choose_scorer(model, data, 2, scorer='rules', unseen=unseen)
+    assert rules_only.name == 'rules' and rules_only.unseen == unseen[best]
     with pytest.raises(ValueError, match="'auto' or 'rules'"):
         choose_scorer(model, data, 2, scorer='model')
+    with pytest.raises(ValueError, match='at least one'):
+        choose_scorer(model, data, 2, unseen=())
 
 
 def test_per_relation_scorer_from_a_checkpoint_payload():

@@ -53,6 +53,7 @@ from pyg_degreembed.data.ragged import find_sorted
 from pyg_degreembed.data.resolve import resolve_graph
 from pyg_degreembed.data.typed_graph import TypedGraph
 from pyg_degreembed.interpret.constant_rules import (ConstantRule,
+                                                     ConstantRuleCounts,
                                                      ConstantRules)
 from pyg_degreembed.interpret.paths import (check_pattern_keys, expand_paths,
                                             pattern_of, walk_chunks)
@@ -177,7 +178,9 @@ class AppliedRules(Module):
              tie_break: Optional[Module] = None,
              counts: Optional['RuleCounts'] = None,
              answer_types: bool = False,
-             constants: bool = True) -> 'AppliedRules':
+             constants: bool = True,
+             constant_counts: Optional[ConstantRuleCounts] = None
+             ) -> 'AppliedRules':
         r"""Every cyclic rule of length at most :obj:`num_steps` that holds
         for at least :obj:`min_support` training queries of its relation,
         with its confidence (see the module's description).
@@ -189,8 +192,9 @@ class AppliedRules(Module):
             min_support (int, optional): Fewest training queries a rule must
                 answer. (default: :obj:`2`)
             unseen (float, optional): The :math:`u` of the confidence.
-                (default: :obj:`200.0`, chosen on validation, see
-                :obj:`benchmarks/applied_rules.py`)
+                (default: :obj:`200.0`;
+                :func:`~pyg_degreembed.training.scorer.choose_scorer`
+                chooses it on validation)
             num_keys (int, optional): See :class:`AppliedRules`.
             tie_break (torch.nn.Module, optional): See
                 :class:`AppliedRules`.
@@ -204,6 +208,9 @@ class AppliedRules(Module):
                 for the entities of :obj:`data` only (chosen on validation,
                 see :obj:`benchmarks/applied_rules.py`; for a new graph use
                 :meth:`without_constants`). (default: :obj:`True`)
+            constant_counts (ConstantRuleCounts, optional): The counts of
+                :func:`~pyg_degreembed.interpret.constant_rules.constant_rule_counts`
+                for :obj:`data`, if already computed. (default: :obj:`None`)
         """
         if counts is None:
             counts = rule_counts(data, num_steps)
@@ -218,7 +225,8 @@ class AppliedRules(Module):
                 support.double() / (groundings + unseen), 0.)
         constant_rules = None
         if constants:
-            constant_rules = ConstantRules.mine(data, min_support, unseen)
+            constant_rules = ConstantRules.mine(data, min_support, unseen,
+                                                counts=constant_counts)
         return cls(as_kg(data).num_relations, num_steps,
                    counts.relation[keep], counts.pattern[keep], confidence,
                    num_keys, tie_break, type_confidence,

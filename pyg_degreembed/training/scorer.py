@@ -3,7 +3,7 @@ or the applied rules (:class:`~pyg_degreembed.AppliedRules`) mined from the
 training graph with the model as tie-break, the better on validation for
 each query relation."""
 import time
-from typing import Any, NamedTuple, Optional
+from typing import Any, NamedTuple, Optional, Sequence
 
 import torch
 from torch import Tensor
@@ -12,7 +12,8 @@ from torch.nn import Module
 from pyg_degreembed.data.convert import as_kg
 from pyg_degreembed.data.kg import index_tensor
 from pyg_degreembed.evaluation.ranks import Ranks, compute_ranks
-from pyg_degreembed.interpret.applied_rules import AppliedRules
+from pyg_degreembed.interpret.applied_rules import AppliedRules, rule_counts
+from pyg_degreembed.interpret.constant_rules import constant_rule_counts
 
 
 class PerRelationScorer(Module):
@@ -73,36 +74,55 @@ def query_relations(ranks: Ranks, num_relations: int) -> Tensor:
     return ranks.relation + num_relations * ranks.direction
 
 
-def chosen_reciprocal_ranks(model_ranks: Ranks, rules_ranks: Ranks,
-                            use_model: Tensor) -> Tensor:
-    r"""Per query (both rankings of the same queries, in one order), the
-    reciprocal rank (realistic ties) of the scorer :obj:`use_model` picks
-    for its query relation."""
-    query = query_relations(model_ranks, use_model.numel() // 2)
-    return torch.where(use_model[query],
-                       1. / model_ranks.ranks['realistic'].double(),
-                       1. / rules_ranks.ranks['realistic'].double())
+def chosen_reciprocal_ranks(options: Sequence[Ranks],
+                            choice: Tensor) -> Tensor:
+    r"""Per query (every ranking of the same queries, in one order), the
+    reciprocal rank (realistic ties) in the ranking :obj:`options[i]` that
+    :obj:`choice` picks for its query relation.
 
-
-def relation_choice(model_ranks: Ranks, rules_ranks: Ranks,
-                    num_relations: int) -> Tensor:
-    r"""Per query relation :math:`q \in [0, 2R)` (relation and direction of
-    the validation queries): whether the model's MRR (realistic ties) on
-    the queries of :math:`q` is above the rules'; relations without
-    validation queries follow the overall comparison.
-
-    :rtype: :class:`torch.Tensor` of shape :obj:`[2R]` (boolean)
+    Args:
+        options (Sequence[Ranks]): Rankings of the same queries.
+        choice (torch.Tensor): Per query relation :math:`q \in [0, 2R)`,
+            the index of its ranking, shape :obj:`[2R]`.
     """
-    def per_relation(ranks):
-        q = query_relations(ranks, num_relations)
-        total = torch.zeros(2 * num_relations, dtype=torch.double)
-        total.index_add_(0, q, 1. / ranks.ranks['realistic'].double())
-        return total, torch.bincount(q, minlength=2 * num_relations)
-    model, count = per_relation(model_ranks)
-    rules, _ = per_relation(rules_ranks)
-    overall = bool(model.sum() > rules.sum())
-    return torch.where(count > 0, model > rules,
-                       torch.full_like(count, overall, dtype=torch.bool))
+    query = query_relations(options[0], choice.numel() // 2)
+    rr = torch.stack([1. / ranks.ranks['realistic'].double()
+                      for ranks in options])
+    return rr[choice[query], torch.arange(query.numel())]
+
+
+def relation_choice(options: Sequence[Ranks], num_relations: int) -> Tensor:
+    r"""Per query relation :math:`q \in [0, 2R)` (relation and direction of
+    the validation queries): the index of the ranking in :obj:`options`
+    with the best MRR (realistic ties) on the queries of :math:`q`, the
+    earliest one among equals; relations without validation queries take
+    the one with the best MRR over all queries.
+
+    Args:
+        options (Sequence[Ranks]): Rankings of the same validation queries
+            (e.g. by the rules with several confidences and by the model).
+        num_relations (int): The number :math:`R` of KG relations.
+
+    :rtype: :class:`torch.Tensor` of shape :obj:`[2R]` (long)
+    """
+    K = 2 * num_relations
+    query = query_relations(options[0], num_relations)
+    total = torch.stack([
+        torch.zeros(K, dtype=torch.double).index_add_(
+            0, query, 1. / ranks.ranks['realistic'].double())
+        for ranks in options])
+    count = torch.bincount(query, minlength=K)
+    # argmax returns the first of equal maxima.
+    overall = int(total.sum(dim=1).argmax())
+    return torch.where(count > 0, total.argmax(dim=0),
+                       torch.full_like(count, overall))
+
+
+#: The values of :math:`u` (the confidences' unseen groundings, see
+#: :meth:`AppliedRules.mine`) that :func:`choose_scorer` chooses from, the
+#: preferred first: dense KGs want a large :math:`u`, sparse ones a small
+#: one (see :obj:`benchmarks/applied_rules.py`).
+UNSEEN_CHOICES = (200., 5.)
 
 
 class ScorerChoice(NamedTuple):
@@ -116,25 +136,31 @@ class ScorerChoice(NamedTuple):
     reason: str
     #: The mined rules.
     applied: AppliedRules
-    #: Seconds the mining took.
+    #: Seconds the mining and the choices took.
     mining_seconds: float
     #: Per query relation, whether the model ranks (:obj:`None` unless
     #: :obj:`name` is :obj:`"per-relation"`).
     use_model: Optional[Tensor] = None
+    #: The :math:`u` of the rules' confidences.
+    unseen: float = UNSEEN_CHOICES[0]
 
 
 def choose_scorer(model: Module, data: Any, num_steps: int,
-                  scorer: str = 'auto',
-                  device: Optional[Any] = None) -> ScorerChoice:
+                  scorer: str = 'auto', device: Optional[Any] = None,
+                  unseen: Sequence[float] = UNSEEN_CHOICES,
+                  constants: bool = True) -> ScorerChoice:
     r"""Mines the applied rules of length at most :obj:`num_steps` with
-    :obj:`model` as tie-break and chooses the scorer.  With
-    :obj:`scorer="auto"`, for each query relation :math:`q \in [0, 2R)`
-    the one of the model and the rules with the better filtered validation
-    MRR (realistic ties) on the validation queries of :math:`q`
-    (:func:`relation_choice`): the rules where they win everywhere, the
-    model where it does, a :class:`PerRelationScorer` otherwise; the rules
-    where the KG has no validation triples.  :obj:`"rules"` takes the
-    rules.
+    :obj:`model` as tie-break, with the confidences
+    :math:`\mathrm{support} / (\mathrm{groundings} + u)` of the
+    :math:`u \in` :obj:`unseen` with the best filtered validation MRR
+    (realistic ties; the earlier among equals), and chooses the scorer.
+    With :obj:`scorer="auto"`, for each query relation :math:`q \in [0,
+    2R)` the one of the model and the rules with the better validation MRR
+    on the validation queries of :math:`q` (:func:`relation_choice`; the
+    rules among equals): the rules where they win everywhere, the model
+    where it does, a :class:`PerRelationScorer` otherwise.
+    :obj:`"rules"` takes the rules.  Where the KG has no validation
+    triples, the rules with the first :math:`u`.
 
     Args:
         model (torch.nn.Module): The trained model.
@@ -144,40 +170,69 @@ def choose_scorer(model: Module, data: Any, num_steps: int,
             (default: :obj:`"auto"`)
         device (torch.device, optional): Where the rules rank. (default:
             the model's device)
+        unseen (Sequence[float], optional): The values of :math:`u` to
+            choose from, the preferred first. (default:
+            :data:`UNSEEN_CHOICES`)
+        constants (bool, optional): Mine the constant rules too (they name
+            the entities of :obj:`data`: leave them out for a model meant
+            for other graphs). (default: :obj:`True`)
     """
     if scorer not in ('auto', 'rules'):
         raise ValueError(f"'scorer' must be 'auto' or 'rules', got "
                          f'{scorer!r}')
+    unseen = [float(u) for u in unseen]
+    if not unseen:
+        raise ValueError("'unseen' must hold at least one value")
     if device is None:
         device = next(model.parameters()).device
-    start = time.perf_counter()
-    applied = AppliedRules.mine(data, num_steps, tie_break=model).to(device)
-    seconds = time.perf_counter() - start
     kg = as_kg(data)
-    if scorer == 'rules':
-        return ScorerChoice(applied, 'rules', 'asked for', applied, seconds)
+    start = time.perf_counter()
+    counts = rule_counts(data, num_steps)
+    constant_counts = constant_rule_counts(data) if constants else None
+
+    def mine(u):
+        return AppliedRules.mine(data, num_steps, unseen=u, tie_break=model,
+                                 counts=counts, constants=constants,
+                                 constant_counts=constant_counts).to(device)
+
     if kg.valid_edge_type.numel() == 0:
+        applied = mine(unseen[0])
         return ScorerChoice(applied, 'rules', 'no validation triples to '
-                            'choose on', applied, seconds)
-    rules_ranks = compute_ranks(applied, data, 'valid')
+                            'choose on', applied, time.perf_counter() - start,
+                            unseen=unseen[0])
+    candidates = []
+    for u in unseen:
+        applied = mine(u)
+        candidates.append((applied, compute_ranks(applied, data, 'valid')))
+    mrr = [ranks.metrics()['mrr'] for _, ranks in candidates]
+    best = mrr.index(max(mrr))
+    applied, rules_ranks = candidates[best]
+    u = unseen[best]
+    reason = 'validation MRR: applied rules ' + ', '.join(
+        f'{value:.4f} (u = {u_:g})' for u_, value in zip(unseen, mrr))
+    if scorer == 'rules':
+        return ScorerChoice(applied, 'rules', f'asked for; {reason}',
+                            applied, time.perf_counter() - start, unseen=u)
     model_ranks = compute_ranks(model, data, 'valid')
-    use_model = relation_choice(model_ranks, rules_ranks, kg.num_relations)
-    reason = (f"validation MRR: applied rules "
-              f"{rules_ranks.metrics()['mrr']:.4f}, model "
-              f"{model_ranks.metrics()['mrr']:.4f}")
+    use_model = relation_choice([rules_ranks, model_ranks],
+                                kg.num_relations) == 1
+    reason += f", model {model_ranks.metrics()['mrr']:.4f}"
+    seconds = time.perf_counter() - start
     if use_model.all():
-        return ScorerChoice(model, 'model', reason, applied, seconds)
+        return ScorerChoice(model, 'model', reason, applied, seconds,
+                            unseen=u)
     if not use_model.any():
-        return ScorerChoice(applied, 'rules', reason, applied, seconds)
-    valid = float(chosen_reciprocal_ranks(model_ranks, rules_ranks,
-                                          use_model).mean())
+        return ScorerChoice(applied, 'rules', reason, applied, seconds,
+                            unseen=u)
+    valid = float(chosen_reciprocal_ranks([rules_ranks, model_ranks],
+                                          use_model.long()).mean())
     reason += (f'; the model for {int(use_model.sum())} of '
-               f'{use_model.numel()} query relations, the rules for the '
-               f'others: {valid:.4f}')
+               f'{use_model.numel()} query relations, the rules (u = '
+               f'{u:g}) for the others: {valid:.4f}')
     mixed = PerRelationScorer(applied, use_model).to(device)
     return ScorerChoice(mixed, 'per-relation', reason, applied, seconds,
-                        use_model)
+                        use_model, u)
 
 
-__all__ = ['PerRelationScorer', 'ScorerChoice', 'choose_scorer',
-           'relation_choice']
+__all__ = ['PerRelationScorer', 'ScorerChoice', 'UNSEEN_CHOICES',
+           'choose_scorer', 'relation_choice']
