@@ -181,12 +181,14 @@ def reachable(graph, max_hops: int = 3):
             for hop in range(1, max_hops + 1)}
 
 
-def train_seconds(runs) -> str:
-    r"""Mean training time per device (runs on 2 CPU cores and on a GPU
-    are not comparable)."""
+def epoch_seconds(runs) -> str:
+    r"""Mean seconds of the training epochs (their sum in each run's
+    history: without validation and the choice of scorer, and the same for
+    a run resumed from its checkpoint) per device (runs on 2 CPU cores and
+    on a GPU are not comparable)."""
     devices = sorted({r['device'].split(':')[0] for r in runs})
     return ', '.join(
-        f"{statistics.mean(r['train_seconds'] for r in runs if r['device'].split(':')[0] == d):.0f} ({'GPU' if d == 'cuda' else d.upper()})"  # noqa: E501
+        f"{statistics.mean(sum(h['seconds'] for h in r['history']) for r in runs if r['device'].split(':')[0] == d):.0f} ({'GPU' if d == 'cuda' else d.upper()})"  # noqa: E501
         for d in devices)
 
 
@@ -201,9 +203,10 @@ def table() -> str:
            'non-answers, optimistic ties in brackets; "within 2 / 3 hops": '
            'share of the test answers within 2 / 3 edges of the head in '
            'the inductive graph, which bounds H@1 of rules of length 2 / '
-           '3)\n',
+           '3; epoch s: seconds of the training epochs, without validation '
+           'and the choice of scorer)\n',
            '| split | model | MRR | H@1 | H@10 | H@10(50) | seeds | '
-           'epochs | train s | peak RSS GB |',
+           'epochs | epoch s | peak RSS GB |',
            '|---|---|---|---|---|---|---|---|---|---|']
     for name in names:
         ind = next((r['ind_folder'] for r in runs if r['split'] == name and
@@ -235,7 +238,7 @@ def table() -> str:
                 f"| {mean('realistic', SAMPLED, 100):.1f} "
                 f"({mean('optimistic', SAMPLED, 100):.1f}) | {len(rs)} "
                 f"| {statistics.mean(r['epochs'] for r in rs):.0f} "
-                f"| {train_seconds(rs)} "
+                f"| {epoch_seconds(rs)} "
                 f"| {max(r['peak_rss_gb'] for r in rs):.1f} |")
         if name in RED_GNN_MRR:
             out.append(f'| {name} | RED-GNN (published) | '
