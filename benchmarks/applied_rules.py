@@ -454,8 +454,9 @@ def table():
             f" | {100 * test['realistic']['hits@1']:.1f}"
             f" | {100 * test['realistic']['hits@10']:.1f}"
             f" | {default_test(run_, row, per_relation):.3f} |")
-    headline = lines + [
-        '', 'Every setting: `benchmarks/results/applied_rules.md`.']
+    ablation = ablation_lines(runs, best)
+    headline = lines + ['', *ablation, '', 'Every setting: '
+                        '`benchmarks/results/applied_rules.md`.']
     lines += ['', 'Mean validation MRR of every setting:', '',
               '| unseen u | keys | tie-break | answer types '
               '| mean valid MRR |',
@@ -477,7 +478,7 @@ def table():
                     f"| {run_['dataset']} | {run_['num_steps']} | {tie_break}"
                     f' | {rows[setting + (False, )]:.4f} | '
                     f'{rows[setting + (True, )]:.4f} |')
-    lines += ['', *ablation_lines(runs, best)]
+    lines += ['', *ablation]
     path = write_markdown('applied_rules.md', '\n'.join(lines),
                           'applied_rules.py')
     update_readme('applied_rules', '\n'.join(headline))
