@@ -167,12 +167,13 @@ def _train_parser(sub):
                    "(2, or 3 where 3 edges reach at least 5 %% more "
                    "held-out training answers; 2 is the paper's)")
     p.add_argument('--scorer', default='auto', choices=list(SCORERS),
-                   help="what ranks answers: 'rules', the path and "
-                   "answer-type rules of length <= L mined from the "
-                   "training graph with empirical confidences, best rule "
-                   "first, the trained model breaking ties; 'model', the "
-                   "model's own score (the paper's); 'auto', the one with "
-                   "the better validation MRR")
+                   help="what ranks answers: 'rules', the path rules of "
+                   "length <= L and the constant rules mined from the "
+                   "training graph, confidence support / (groundings + u) "
+                   "with u chosen on validation, best rule first, the "
+                   "trained model breaking ties; 'model', the model's own "
+                   "score (the paper's); 'auto', per query relation the one "
+                   "with the better validation MRR")
     p.add_argument('--rank', type=int, default=model_default['rank'],
                    help='rank T (neurallp always uses 1)')
     p.add_argument('--dim', type=int, default=model_default['embedding_dim'],
