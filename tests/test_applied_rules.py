@@ -5,14 +5,14 @@ import torch
 
 from pyg_degreembed import (RuleReasoner, compute_ranks, from_edge_index,
                             resolve_graph)
+from pyg_degreembed.evaluation.ranks import Ranks
 from pyg_degreembed.interpret.applied_rules import (AppliedRules, rule_counts,
                                                     type_counts)
 from pyg_degreembed.interpret.paths import pattern_of
-from pyg_degreembed.evaluation.ranks import Ranks
 from pyg_degreembed.training.checkpoint import scorer_from_checkpoint
-from pyg_degreembed.training.scorer import (PerRelationScorer,
+from pyg_degreembed.training.scorer import (PerRelationScorer, choose_scorer,
                                             chosen_reciprocal_ranks,
-                                            choose_scorer, relation_choice)
+                                            relation_choice)
 
 from conftest import chain_kg, dense_operators
 
