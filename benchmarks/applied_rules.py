@@ -143,7 +143,7 @@ def per_relation_outcome(applied, data, model_valid, rules_valid) -> dict:
             'test': test_metrics(test)}
 
 
-def default_outcome(model, data, num_steps, counts, model_valid) -> dict:
+def default_outcome(model, data, num_steps) -> dict:
     r"""What train --scorer auto gives (choose_scorer, the library's
     default): the scorer, the u chosen, validation and test metrics, and
     the two-fold validation MRR of choosing u on validation against the
@@ -153,9 +153,7 @@ def default_outcome(model, data, num_steps, counts, model_valid) -> dict:
     choice = choose_scorer(model, data, num_steps)
     seconds = time.perf_counter() - start
     R = data.num_relations
-    options = [compute_ranks(AppliedRules.mine(
-        data, num_steps, unseen=u, tie_break=model, counts=counts), data,
-        'valid') for u in UNSEEN_CHOICES] + [model_valid]
+    options = choice.valid_ranks  # the rules with each u, then the model
     use_model = choice.use_model
     if use_model is None:
         use_model = torch.full((2 * R, ), choice.name == 'model')
@@ -209,8 +207,7 @@ def run(name: str, num_steps: int, epochs: int, model_name: str,
         print(name, setting, 'valid', row['valid'], 'test',
               row['test']['realistic']['mrr'], flush=True)
     if not full:
-        out['default'] = default_outcome(model, data, num_steps, counts,
-                                         model_ranks['valid'])
+        out['default'] = default_outcome(model, data, num_steps)
         print(name, 'default', out['default']['reason'], 'test',
               out['default']['test']['realistic']['mrr'], flush=True)
     # Settings run before (other --unseen values) are kept.

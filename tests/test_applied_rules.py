@@ -342,6 +342,8 @@ def test_choose_scorer_per_query_relation_on_validation():
     name = 'model' if expected.all() else 'rules' if not expected.any() \
         else 'per-relation'
     assert choice.name == name and choice.unseen == unseen[best]
+    for got, want in zip(choice.valid_ranks, rules + [model_ranks]):
+        assert torch.equal(got.ranks['realistic'], want.ranks['realistic'])
     assert choice.applied.tie_break is model
     assert torch.equal(choice.applied.confidence, by_u[best].confidence)
     if name == 'per-relation':

@@ -3,7 +3,7 @@ or the applied rules (:class:`~pyg_degreembed.AppliedRules`) mined from the
 training graph with the model as tie-break, the better on validation for
 each query relation."""
 import time
-from typing import Any, NamedTuple, Optional, Sequence
+from typing import Any, List, NamedTuple, Optional, Sequence
 
 import torch
 from torch import Tensor
@@ -143,6 +143,10 @@ class ScorerChoice(NamedTuple):
     use_model: Optional[Tensor] = None
     #: The :math:`u` of the rules' confidences.
     unseen: float = UNSEEN_CHOICES[0]
+    #: The validation rankings chosen from: by the rules with each :math:`u`
+    #: of :obj:`unseen`, then (with :obj:`scorer="auto"`) by the model;
+    #: :obj:`None` without validation triples.
+    valid_ranks: Optional[List[Ranks]] = None
 
 
 def choose_scorer(model: Module, data: Any, num_steps: int,
@@ -210,20 +214,23 @@ def choose_scorer(model: Module, data: Any, num_steps: int,
     u = unseen[best]
     reason = 'validation MRR: applied rules ' + ', '.join(
         f'{value:.4f} (u = {u_:g})' for u_, value in zip(unseen, mrr))
+    ranked = [ranks for _, ranks in candidates]
     if scorer == 'rules':
         return ScorerChoice(applied, 'rules', f'asked for; {reason}',
-                            applied, time.perf_counter() - start, unseen=u)
+                            applied, time.perf_counter() - start, unseen=u,
+                            valid_ranks=ranked)
     model_ranks = compute_ranks(model, data, 'valid')
+    ranked.append(model_ranks)
     use_model = relation_choice([rules_ranks, model_ranks],
                                 kg.num_relations) == 1
     reason += f", model {model_ranks.metrics()['mrr']:.4f}"
     seconds = time.perf_counter() - start
     if use_model.all():
         return ScorerChoice(model, 'model', reason, applied, seconds,
-                            unseen=u)
+                            unseen=u, valid_ranks=ranked)
     if not use_model.any():
         return ScorerChoice(applied, 'rules', reason, applied, seconds,
-                            unseen=u)
+                            unseen=u, valid_ranks=ranked)
     valid = float(chosen_reciprocal_ranks([rules_ranks, model_ranks],
                                           use_model.long()).mean())
     reason += (f'; the model for {int(use_model.sum())} of '
@@ -231,7 +238,7 @@ def choose_scorer(model: Module, data: Any, num_steps: int,
                f'{u:g}) for the others: {valid:.4f}')
     mixed = PerRelationScorer(applied, use_model).to(device)
     return ScorerChoice(mixed, 'per-relation', reason, applied, seconds,
-                        use_model, u)
+                        use_model, u, ranked)
 
 
 __all__ = ['PerRelationScorer', 'ScorerChoice', 'UNSEEN_CHOICES',
