@@ -154,3 +154,47 @@ def test_training_triples_are_ranked_without_their_own_edge(toy_kg):
     with pytest.raises(ValueError, match="Oracle's does not"):
         compute_ranks(Oracle(true_answers), toy_kg, 'train',
                       remove_edge=True)
+
+
+class CountingScorer(torch.nn.Module):
+    r"""Fixed random scores per (head, relation), with ties; records the
+    queries it is asked for."""
+    def __init__(self, num_nodes, num_edge_types):
+        super().__init__()
+        gen = torch.Generator().manual_seed(1)
+        self.table = torch.randint(0, 4, (num_nodes, num_edge_types,
+                                          num_nodes), generator=gen).float()
+        self.asked = []
+
+    def forward(self, graph, head, relation):
+        self.asked += list(zip(head.tolist(), relation.tolist()))
+        return self.table[head, relation]
+
+
+def test_each_distinct_query_is_scored_once_and_ranks_all_its_answers():
+    from torch_geometric.data import Data
+    gen = torch.Generator().manual_seed(0)
+    N, R = 6, 2
+    # Many answers per (head, relation): queries repeat in both directions.
+    triples = torch.stack([torch.randint(0, 2, (40, ), generator=gen),
+                           torch.randint(0, R, (40, ), generator=gen),
+                           torch.randint(0, N, (40, ), generator=gen)])
+    triples = torch.unique(triples, dim=1)
+    train, test = triples[:, ::2], triples[:, 1::2]
+    kg = Data(edge_index=train[[0, 2]], edge_type=train[1], num_nodes=N,
+              train_edge_type=train[1], train_edge_index=train[[0, 2]],
+              test_edge_index=test[[0, 2]], test_edge_type=test[1],
+              num_relations=R)
+    model = CountingScorer(N, 2 * R)
+    ranks = compute_ranks(model, kg, test, batch_size=3)
+    head, relation, answer = both_directions(test, R)
+    distinct = set(zip(head.tolist(), relation.tolist()))
+    assert len(distinct) < head.numel()
+    assert sorted(model.asked) == sorted(distinct)
+    # Reference: every query ranked on its own row, in the original order.
+    true_answers = TrueAnswers(torch.cat([train, test], dim=1), N, R)
+    expected = filtered_ranks(model.table[head, relation], answer,
+                              true_answers.lookup(head, relation))
+    for tie in ('optimistic', 'pessimistic', 'realistic'):
+        assert ranks.ranks[tie].tolist() == expected[tie].tolist()
+    assert ranks.candidates.tolist() == expected['candidates'].tolist()

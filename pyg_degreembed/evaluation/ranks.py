@@ -283,7 +283,12 @@ def compute_ranks(model: Module, data: Any,
 
     Args:
         model (torch.nn.Module): Maps :obj:`(graph, head, relation)` to
-            scores :obj:`[B, N]` (a :class:`~pyg_degreembed.RuleReasoner`).
+            scores :obj:`[B, N]` (a :class:`~pyg_degreembed.RuleReasoner`),
+            each row a function of its head and relation only: every
+            distinct query :math:`(h, r, ?)` is scored once, and all its
+            answers are ranked on that row (about half the work on
+            FB15k-237, whose test triples hold 22.9k distinct queries in
+            40.9k).
         data: The KG, in any layout :func:`~pyg_degreembed.as_kg` reads; the
             model reasons on its observed graph.
         triples (str or torch.Tensor, optional): A split name
@@ -347,7 +352,7 @@ def rank_queries(model: Module, graph: TypedGraph, triples: Tensor,
 
     Args:
         model (torch.nn.Module): Maps :obj:`(graph, head, relation)` to
-            scores :obj:`[B, N]`.
+            scores :obj:`[B, N]`, as in :func:`compute_ranks`.
         graph (TypedGraph): The observed graph (no valid/test edges).
         triples (torch.Tensor): Triples to evaluate, shape :obj:`[3, n]`.
         true_answers (TrueAnswers): All known true triples, for filtering.
@@ -388,37 +393,52 @@ def rank_queries(model: Module, graph: TypedGraph, triples: Tensor,
 
 def _local_ranks(model, graph, triples, true_answers, batch_size,
                  progress, remove_edge, types=None):
-    R = true_answers.num_edge_types // 2
+    K = true_answers.num_edge_types
     device = graph.device
     head, relation, answer = (t.to(device)
-                              for t in both_directions(triples, R))
+                              for t in both_directions(triples, K // 2))
     true_answers = true_answers.to(device)
+    n = head.numel()
+    if remove_edge:  # each query scored without its own edge
+        query_of = torch.arange(n, device=device)
+        query_head, query_relation = head, relation
+    else:
+        # The scores depend on the head and relation only: each distinct
+        # query is scored once and all its answers ranked on that row.
+        key, query_of = torch.unique(head * K + relation,
+                                     return_inverse=True)
+        query_head = torch.div(key, K, rounding_mode='floor')
+        query_relation = key % K
+    members = torch.argsort(query_of, stable=True)
+    ptr = torch.cat([query_of.new_zeros(1), torch.bincount(
+        query_of, minlength=query_head.numel()).cumsum(0)]).tolist()
     was_training = model.training
     model.eval()
-    parts: Dict[str, List[Tensor]] = {key: [] for key in KEYS}
-    starts = range(0, head.numel(), batch_size)
+    out = {key: torch.empty(n, dtype=torch.long if key == 'candidates'
+                            else torch.double) for key in KEYS}
+    starts = range(0, query_head.numel(), batch_size)
     report = progress(len(starts)) if progress is not None else None
     for start in starts:
-        h = head[start:start + batch_size]
-        q = relation[start:start + batch_size]
-        t = answer[start:start + batch_size]
-        scores = model(graph, h, q, remove_tail=t) if remove_edge else \
-            model(graph, h, q)
-        allowed = None if types is None else \
-            types[0].to(device) == types[1].to(device)[q].unsqueeze(1)
-        ranks = filtered_ranks(scores, t, true_answers.lookup(h, q),
-                               allowed)
-        for key in KEYS:
-            parts[key].append(ranks[key].cpu())
+        stop = min(start + batch_size, query_head.numel())
+        h, q = query_head[start:stop], query_relation[start:stop]
+        scores = model(graph, h, q, remove_tail=answer[start:stop]) \
+            if remove_edge else model(graph, h, q)
+        batch = members[ptr[start]:ptr[stop]]
+        for chunk in batch.split(batch_size):
+            q = relation[chunk]
+            allowed = None if types is None else \
+                types[0].to(device) == types[1].to(device)[q].unsqueeze(1)
+            ranks = filtered_ranks(
+                scores.index_select(0, query_of[chunk] - start),
+                answer[chunk], true_answers.lookup(head[chunk], q), allowed)
+            for key in KEYS:
+                out[key][chunk.cpu()] = ranks[key].cpu()
         if report is not None:
-            report.update(h.numel())
+            report.update(batch.numel())
     if report is not None:
         report.close()
     model.train(was_training)
-    return {key: torch.cat(v) if v else
-            torch.empty(0, dtype=torch.double if key in TIE_POLICIES
-                        else torch.long)
-            for key, v in parts.items()}
+    return out
 
 
 def evaluate(model: Module, data: Any, split: Union[str, Tensor] = 'test',
