@@ -110,13 +110,23 @@ CODE = {'steps': STEP, 'mining': RULES, 'rules-ranking': RULES,
 
 
 def run(checkout, args):
-    env = dict(os.environ, PYTHONPATH=os.path.abspath(checkout))
-    code = CODE[args.what]
-    out = subprocess.run([sys.executable, '-c', code, args.dataset,
+    # Run in the checkout: `python -c` puts the working directory first on
+    # sys.path, ahead of PYTHONPATH, so that is where the package comes from.
+    checkout = os.path.abspath(checkout)
+    dataset = os.path.abspath(args.dataset) if os.path.exists(
+        args.dataset) else args.dataset
+    code = 'import pyg_degreembed; print(pyg_degreembed.__file__)\n' + \
+        CODE[args.what]
+    out = subprocess.run([sys.executable, '-c', code, dataset,
                           str(args.batches), args.model,
                           str(args.num_steps), args.what],
-                         env=env, capture_output=True, text=True, check=True)
-    return float(out.stdout.split()[-1])
+                         env=dict(os.environ, PYTHONPATH=checkout),
+                         cwd=checkout, capture_output=True, text=True,
+                         check=True)
+    package, *_, seconds = out.stdout.split()
+    if not package.startswith(checkout + os.sep):
+        raise RuntimeError(f'{checkout}: the run imported {package}')
+    return float(seconds)
 
 
 def commit(checkout) -> str:

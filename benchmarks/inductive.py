@@ -13,7 +13,9 @@ Models: 'rules' is AppliedRules mined on X (its train.txt; no training),
 'degreembed-rules' what the CLI's train --scorer auto gives, without the
 constant rules (choose_scorer(..., constants=False)): the rules with
 DegreEmbed trained on X as tie-break, or DegreEmbed alone, per query
-relation, whichever is better on X's validation.
+relation, whichever is better on X's validation.  Its run files also
+record test_mrr_of_options: the test MRR of the rules alone and of the model
+alone on X_ind (to see what the choice, which sees only X, gave up).
 
 Protocol, per run: train DegreEmbed, DRUM or Neural LP (rank 1) with fit()'s
 defaults (L = 2, T = 3, 128-d, Adam 1e-3, batch 128, up to 20 epochs, early
@@ -126,6 +128,14 @@ def run(name, train_folder, ind_folder, model_name, seed, device, steps=2,
     graph = align_relations(load_dataset(ind_folder), train.relation_names)
     start = time.perf_counter()
     ranks = compute_ranks(scorer, graph, 'test')
+    options = None
+    if chosen is not None and model is not None:
+        # What each option alone gives on the new graph (not used to
+        # choose: the choice sees only the training graph's validation).
+        options = {name: test_metrics(compute_ranks(
+            option, graph, 'test'))['realistic']['mrr']
+            for name, option in (('rules', choice.applied),
+                                 ('model', model))}
     info = {
         'epochs': len(history), 'best_epoch': best[0],
         'best_valid_mrr': best[1], 'history': history,
@@ -141,6 +151,7 @@ def run(name, train_folder, ind_folder, model_name, seed, device, steps=2,
                             'test_triples': graph.test_edge_type.numel()},
         'test': test_metrics(ranks),
         'device': str(device), 'scorer': chosen,
+        'test_mrr_of_options': options,
         'gpu_peak_memory_gb': torch.cuda.max_memory_allocated(device) / 1e9
         if device.type == 'cuda' else None,
     }
