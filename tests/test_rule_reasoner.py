@@ -249,3 +249,32 @@ def test_models_pickle_after_inference(random_graph, tmp_path):
             assert torch.equal(loaded(graph, head, relation), before)
             assert torch.equal(copy.deepcopy(module)(graph, head, relation),
                                before)
+
+
+@pytest.mark.parametrize('cls', [RuleReasoner, DegreEmbedReasoner])
+@pytest.mark.parametrize('remove', [False, True])
+def test_dense_last_hop_has_the_values_and_gradients_of_the_sparse_one(
+        random_graph, cls, remove):
+    # The last hop taken densely (propagate_dense, normalised and summed
+    # over the ranks as a matrix) against the sparse hop's entries.
+    torch.manual_seed(0)
+    edge_index, edge_type, N, K = random_graph
+    model = cls(K // 2, num_steps=3, rank=2, embedding_dim=8,
+                hidden_channels=6)
+    graph = TypedGraph(*random_graph)
+    edges = torch.tensor([0, 45, 10, 3, 17])
+    head, relation = edge_index[0, edges], edge_type[edges]
+    tail = edge_index[1, edges] if remove else None
+    params = [p for p in model.parameters()]
+    weight = torch.rand(5, N)
+    out = {}
+    for mode in ('dense', 'sparse'):
+        scores = model(graph, head, relation, remove_tail=tail, mode=mode)
+        grads = torch.autograd.grad((scores * weight).sum(), params,
+                                    allow_unused=True)
+        out[mode] = scores, grads
+    assert torch.allclose(out['dense'][0], out['sparse'][0], atol=1e-6)
+    for a, b in zip(out['dense'][1], out['sparse'][1]):
+        assert (a is None) == (b is None)
+        if a is not None:
+            assert torch.allclose(a, b, atol=1e-5, rtol=1e-4)

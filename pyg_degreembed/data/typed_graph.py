@@ -358,23 +358,53 @@ class TypedGraph:
         """
         C = x.num_columns
         rho = SourceWeights.wrap(rho)
-        out_deg = self.node_ptr[x.node + 1] - self.node_ptr[x.node]
-        work = int(out_deg.sum())
-        stay = None
-        if self_weight is not None:
-            stay = x.value * self_weight.index_select(0, x.column)
-        if self._sparse(mode, work, self.num_edges * C):
+        if self.hop_is_sparse(x, mode):
+            out_deg = self.node_ptr[x.node + 1] - self.node_ptr[x.node]
             index, value = self._sparse_hop(x, type_weight, rho, removed,
-                                            out_deg, work)
-            if stay is not None:
+                                            out_deg, int(out_deg.sum()))
+            if self_weight is not None:
                 index = torch.cat([index, x.node * C + x.column])
-                value = torch.cat([value, stay])
+                value = torch.cat([value, self._stay(x, self_weight)])
             return Signals.from_contributions(index, value, self.num_nodes,
                                               C)
-        out = self._dense_hop(x, type_weight, rho, removed)
-        if stay is not None:
-            out = out.index_add(0, x.node * C + x.column, stay)
-        return Signals.from_flat(out, C)
+        return Signals.from_flat(self.propagate_dense(
+            x, type_weight, rho, self_weight, removed).view(-1), C)
+
+    def hop_is_sparse(self, x: Signals, mode: str = 'auto') -> bool:
+        r"""Whether :meth:`propagate` takes the sparse (frontier) way for
+        the signals :obj:`x`: forced by :obj:`mode`, or with
+        :obj:`mode="auto"` when expanding their entries along their edges
+        is cheaper than the dense hop."""
+        work = int((self.node_ptr[x.node + 1] - self.node_ptr[x.node]).sum())
+        return self._sparse(mode, work, self.num_edges * x.num_columns)
+
+    def propagate_dense(
+        self,
+        x: Signals,
+        type_weight: Tensor,
+        rho: Optional[Tensor] = None,
+        self_weight: Optional[Tensor] = None,
+        removed: Optional[Tuple[Tensor, Tensor]] = None,
+    ) -> Tensor:
+        r"""The hop of :meth:`propagate` the dense way, returned as the
+        dense :obj:`[N, C]` matrix :math:`\mathbf{x}'` (for a caller that
+        reads every entry, as the last step of ranking does; arguments as
+        in :meth:`propagate`).
+
+        :rtype: :class:`torch.Tensor` of shape :obj:`[N, C]`
+        """
+        C = x.num_columns
+        out = self._dense_hop(x, type_weight, SourceWeights.wrap(rho),
+                              removed)
+        if self_weight is not None:
+            out = out.index_add(0, x.node * C + x.column,
+                                self._stay(x, self_weight))
+        return out.view(self.num_nodes, C)
+
+    @staticmethod
+    def _stay(x: Signals, self_weight: Tensor) -> Tensor:
+        # The identity term s_c x_{i,c} of every entry.
+        return x.value * self_weight.index_select(0, x.column)
 
     def propagate_at(
         self,

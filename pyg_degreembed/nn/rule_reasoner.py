@@ -266,6 +266,13 @@ class RuleReasoner(Module):
         x, a, rho, removed = self._walk(graph, head, relation, remove_tail,
                                         mode)
         K = self.num_edge_types
+        if not graph.hop_is_sparse(x, mode):
+            # Every entry is read: the dense hop's matrix, normalised and
+            # summed over the ranks as it is (no non-zero entries to find).
+            x = self._run(graph.propagate_dense, x, a[:K], rho, a[K],
+                          removed)
+            x = x / x.sum(dim=0).clamp(min=self.eps)
+            return x.view(N, B, T).sum(dim=-1).t().contiguous()
         x = self._run(graph.propagate, x, a[:K], rho, a[K], removed, mode)
         x = x.normalize(self.eps)
         # Sum over ranks: column c adds to query c // T.
