@@ -103,7 +103,7 @@ def run(name, train_folder, ind_folder, model_name, seed, device, steps=2,
                      checkpoint=checkpoint, resume=checkpoint is not None)
         history = result.history
         best = (result.best_epoch, result.best_valid_mrr)
-    scorer, chosen = model, None
+    scorer, chosen, reason = model, None, None
     if model_name == 'rules':
         # The rules alone, in the setting chosen on validation for rules
         # without a tie-break model (benchmarks/applied_rules.py).
@@ -119,7 +119,7 @@ def run(name, train_folder, ind_folder, model_name, seed, device, steps=2,
     elif model_name == 'degreembed-rules':  # as train --scorer auto
         choice = choose_scorer(model, train, steps, device=device,
                                constants=False)
-        scorer, chosen = choice.scorer, choice.name
+        scorer, chosen, reason = choice.scorer, choice.name, choice.reason
         if choice.use_model is not None:
             chosen = f'model for {int(choice.use_model.sum())} of ' \
                 f'{choice.use_model.numel()} query relations'
@@ -151,7 +151,7 @@ def run(name, train_folder, ind_folder, model_name, seed, device, steps=2,
                             'test_triples': graph.test_edge_type.numel()},
         'test': test_metrics(ranks),
         'device': str(device), 'scorer': chosen,
-        'test_mrr_of_options': options,
+        'scorer_reason': reason, 'test_mrr_of_options': options,
         'gpu_peak_memory_gb': torch.cuda.max_memory_allocated(device) / 1e9
         if device.type == 'cuda' else None,
     }
