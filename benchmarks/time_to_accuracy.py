@@ -79,7 +79,7 @@ class Curve:
         self.interval = interval
         self.true_answers = TrueAnswers(all_triples(data), data.num_nodes,
                                         data.num_relations)
-        self.points, self.sampling_seconds = [], 0.
+        self.points, self.sampling_seconds, self.steps = [], 0., 0
         self.next = seconds() + interval
 
     def mrr(self, scorer) -> float:
@@ -96,6 +96,7 @@ class Curve:
               flush=True)
 
     def __call__(self, epoch, step):
+        self.steps += 1
         if seconds() >= self.next:
             self.point(self.model, f'epoch {epoch} step {step}')
             self.next = seconds() + self.interval
@@ -144,6 +145,7 @@ def run(args):
         'curve': curve.points,
         'sampling_seconds': curve.sampling_seconds,
         'reach_shares': shares,
+        'train_steps': curve.steps,
         'epochs': len(result.history), 'best_epoch': result.best_epoch,
         'best_valid_mrr': result.best_valid_mrr,
         'train_start_seconds': train_start,
