@@ -128,8 +128,9 @@ def run(name, train_folder, ind_folder, model_name, seed, device, steps=2,
     graph = align_relations(load_dataset(ind_folder), train.relation_names)
     start = time.perf_counter()
     ranks = compute_ranks(scorer, graph, 'test')
+    test_seconds = time.perf_counter() - start
     options = None
-    if chosen is not None and model is not None:
+    if model_name == 'degreembed-rules':
         # What each option alone gives on the new graph (not used to
         # choose: the choice sees only the training graph's validation).
         options = {name: test_metrics(compute_ranks(
@@ -140,7 +141,7 @@ def run(name, train_folder, ind_folder, model_name, seed, device, steps=2,
         'epochs': len(history), 'best_epoch': best[0],
         'best_valid_mrr': best[1], 'history': history,
         'train_seconds': train_seconds,
-        'test_seconds': time.perf_counter() - start,
+        'test_seconds': test_seconds,
         'train_graph': {'entities': train.num_nodes,
                         'relations': train.num_relations,
                         'triples': train.train_edge_type.numel()},
@@ -287,8 +288,8 @@ def main():
     parser.add_argument('--checkpoint-dir', default=None,
                         help='write a checkpoint per run there every epoch '
                         'and resume from it (a run stopped in one session '
-                        'goes on in the next; train_seconds then counts '
-                        'the last part only)')
+                        'goes on in the next; train_seconds and the peak '
+                        'RSS then count the last part only)')
     parser.add_argument('--table-only', action='store_true')
     parser.add_argument('--one', nargs=5, help=argparse.SUPPRESS)
     args = parser.parse_args()
