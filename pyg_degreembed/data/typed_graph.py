@@ -475,9 +475,8 @@ class TypedGraph:
                 self.pair_count[pair]
             total = x.value.new_zeros(C).index_add(0, col, spread)
         else:
-            y = self._pair_values(x.to_dense(self.num_nodes), type_weight,
-                                  rho)
-            total = self.pair_count.to(y.dtype) @ y
+            total = self._pair_totals(x.to_dense(self.num_nodes),
+                                      type_weight, rho)
         if self_weight is not None:
             total = total + self_weight * x.value.new_zeros(C).index_add(
                 0, x.column, x.value)
@@ -538,13 +537,45 @@ class TypedGraph:
             out = out.index_add(0, self.edge_dst[lo] * C + col, -contrib)
         return out
 
+    def _pair_totals(self, dense: Tensor, type_weight: Tensor,
+                     rho: Optional['SourceWeights']) -> Tensor:
+        # sum_p count[p] y[p, c] of the pair values, with rho folded into
+        # the counts (one pass over the [P, C] values fewer, forward and
+        # backward), then the cells of per-query rows corrected.
+        y = dense[self.pair_src] * type_weight[self.pair_type]
+        count = self.pair_count.to(y.dtype)
+        if rho is None:
+            return count @ y
+        shared = rho.at(self.pair_src, self.pair_type)
+        total = (count * shared) @ y
+        cells = self._override_cells(rho, y.size(1))
+        if cells is None:
+            return total
+        pair, col, row = cells
+        typ = self.pair_type[pair]
+        change = rho.of_rows(row, typ) - shared.index_select(0, pair)
+        return total.index_add(0, col, y[pair, col] * change * count[pair])
+
     def _override_pairs(self, y: Tensor, dense: Tensor, type_weight: Tensor,
                         rho: SourceWeights) -> Tensor:
         # y[p, c] of the (pair, signal) cells whose source reads a per-query
         # row of rho (see SourceWeights), recomputed with that row.
-        if rho.override_key is None or rho.override_key.numel() == 0:
+        cells = self._override_cells(rho, y.size(1))
+        if cells is None:
             return y
-        C, N = y.size(1), self.num_nodes
+        pair, col, row = cells
+        node, typ = self.pair_src[pair], self.pair_type[pair]
+        value = dense[node, col] * type_weight[typ, col] * rho.of_rows(
+            row, typ)
+        return y.index_put((pair, col), value)
+
+    def _override_cells(self, rho: SourceWeights, C: int
+                        ) -> Optional[Tuple[Tensor, Tensor, Tensor]]:
+        # The (pair, signal) cells whose source reads a per-query row of rho
+        # (see SourceWeights) and that row: (pair, column, row), or None.
+        if rho.override_key is None or rho.override_key.numel() == 0:
+            return None
+        N = self.num_nodes
         T = rho.columns_per_query
         node, row = rho.override_key % N, rho.override_row
         # Every signal of the query, then every pair of the node.
@@ -553,11 +584,7 @@ class TypedGraph:
         node, row = node[cell], row[cell]
         count = self.pair_ptr[node + 1] - self.pair_ptr[node]
         cell, pair = ragged_arange(self.pair_ptr[node], count)
-        node, row, col = node[cell], row[cell], col[cell]
-        typ = self.pair_type[pair]
-        value = dense[node, col] * type_weight[typ, col] * rho.of_rows(
-            row, typ)
-        return y.index_put((pair, col), value)
+        return pair, col[cell], row[cell]
 
     def _sparse_hop(self, x: Signals, type_weight, rho, removed, out_deg,
                     work) -> Tuple[Tensor, Tensor]:
