@@ -375,7 +375,8 @@ class TypedGraph:
         the signals :obj:`x`: forced by :obj:`mode`, or with
         :obj:`mode="auto"` when expanding their entries along their edges
         is cheaper than the dense hop."""
-        work = int((self.node_ptr[x.node + 1] - self.node_ptr[x.node]).sum())
+        work = int((self.node_ptr[x.node + 1] - self.node_ptr[x.node]).sum()
+                   ) if mode == 'auto' else 0  # else the mode decides
         return self._sparse(mode, work, self.num_edges * x.num_columns)
 
     def propagate_dense(

@@ -273,7 +273,8 @@ class RuleReasoner(Module):
                           removed)
             x = x / x.sum(dim=0).clamp(min=self.eps)
             return x.view(N, B, T).sum(dim=-1).t().contiguous()
-        x = self._run(graph.propagate, x, a[:K], rho, a[K], removed, mode)
+        x = self._run(graph.propagate, x, a[:K], rho, a[K], removed,
+                      'sparse')  # as decided above
         x = x.normalize(self.eps)
         # Sum over ranks: column c adds to query c // T.
         scores = x.value.new_zeros(B * N).index_add(
