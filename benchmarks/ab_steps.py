@@ -11,7 +11,8 @@ Each round runs, in a fresh process per checkout, through the public API of
 that checkout:
 * --what steps (the default): 3 warm-up and --batches timed training steps
   (DegreEmbed or --model drum, paper settings, rule length --num-steps,
-  batch 128, a graph object as the first argument), seconds per step;
+  batch 128, a graph object as the first argument) on --device (cpu, the
+  default, or cuda), seconds per step;
 * --what mining: AppliedRules.mine (path and answer-type rules of length
   <= --num-steps), seconds;
 * --what rules-ranking: the filtered test ranks of those rules (no
@@ -23,7 +24,8 @@ that checkout:
 Prints the per-round times and the median ratio B / A; writes
 benchmarks/results/ab_steps_<dataset>.json (ab_steps_<dataset>_<model>_L<L>
 for other models or rule lengths; ab_<what>_<dataset>_L<L> for the others,
-with _<model> for model-ranking; --tag TAG appends _TAG).
+with _<model> for model-ranking; then _<device> off the CPU; --tag TAG
+appends _TAG).
 """
 import argparse
 import os
@@ -45,15 +47,18 @@ from pyg_degreembed.training.loop import nll_loss
 data = load_dataset(sys.argv[1])
 seed_everything(0)
 cls = DegreEmbedReasoner if sys.argv[3] == 'degreembed' else RuleReasoner
-model = cls(data.num_relations, num_steps=int(sys.argv[4]))
+device = torch.device(sys.argv[6])
+model = cls(data.num_relations, num_steps=int(sys.argv[4])).to(device)
 try:  # the graph as each version's users pass it
     model.graph
     graph = data
 except AttributeError:
     graph = TypedGraph(data.edge_index, data.edge_type, data.num_nodes,
                        2 * data.num_relations)
-h, q, t = both_directions(split_triples(data, 'train'), data.num_relations)
+h, q, t = (x.to(device) for x in both_directions(
+    split_triples(data, 'train'), data.num_relations))
 opt = torch.optim.Adam(model.parameters(), 1e-3)
+sync = torch.cuda.synchronize if device.type == 'cuda' else lambda: None
 batches = torch.randperm(
     h.numel(), generator=torch.Generator().manual_seed(0)).split(128)
 def step(i):
@@ -61,9 +66,11 @@ def step(i):
     opt.zero_grad(); loss.backward(); opt.step()
 for i in batches[:3]:
     step(i)
+sync()
 start = time.perf_counter()
 for i in batches[3:3 + int(sys.argv[2])]:
     step(i)
+sync()
 print((time.perf_counter() - start) / int(sys.argv[2]))
 '''
 
@@ -119,7 +126,7 @@ def run(checkout, args):
         CODE[args.what]
     out = subprocess.run([sys.executable, '-c', code, dataset,
                           str(args.batches), args.model,
-                          str(args.num_steps), args.what],
+                          str(args.num_steps), args.what, args.device],
                          env=dict(os.environ, PYTHONPATH=checkout),
                          cwd=checkout, capture_output=True, text=True,
                          check=True)
@@ -130,8 +137,11 @@ def run(checkout, args):
 
 
 def commit(checkout) -> str:
-    out = subprocess.run(['git', '-C', checkout, 'rev-parse', 'HEAD'],
-                         capture_output=True, text=True)
+    try:
+        out = subprocess.run(['git', '-C', checkout, 'rev-parse', 'HEAD'],
+                             capture_output=True, text=True)
+    except OSError:  # no git on this machine
+        return 'unknown'
     return out.stdout.strip() or 'unknown'
 
 
@@ -146,6 +156,8 @@ def main():
                         default='degreembed')
     parser.add_argument('--num-steps', type=int, default=2)
     parser.add_argument('--what', choices=list(CODE), default='steps')
+    parser.add_argument('--device', default='cpu',
+                        help='of --what steps: cpu, cuda, ...')
     parser.add_argument('--tag', default=None,
                         help='appended to the name of the result file')
     args = parser.parse_args()
@@ -167,6 +179,8 @@ def main():
             name += f'_{args.model}'
     elif (args.model, args.num_steps) != ('degreembed', 2):
         name += f'_{args.model}_L{args.num_steps}'
+    if args.device != 'cpu':
+        name += '_' + args.device.replace(':', '')
     if args.tag:
         name += f'_{args.tag}'
     write_json(f'{prefix}_{name}.json', {
@@ -174,7 +188,8 @@ def main():
         'commits': [commit(args.a), commit(args.b)],
         'command': ' '.join(sys.argv),
         'what': args.what, 'dataset': args.dataset, 'model': args.model,
-        'num_steps': args.num_steps, 'rounds': rounds, 'median_ratio': median,
+        'num_steps': args.num_steps, 'device': args.device,
+        'rounds': rounds, 'median_ratio': median,
         'machine': machine()})
 
 

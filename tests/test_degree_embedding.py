@@ -208,3 +208,40 @@ def test_the_layer_speaks_of_edge_types():
     with pytest.raises(ValueError, match="half of this DegreeEmbedding's 6 "
                        'edge types'):
         layer.edge_weight(edge_index, torch.tensor([0, 4, 5]))
+
+
+def test_packed_lstm_path_equals_trie_path_with_changed_sets(random_graph):
+    # What a GPU computes (nn.LSTM on packed sequences) against what the CPU
+    # computes (the tries, extended by the sets that single queries change):
+    # values and gradients, some sets asked for twice.
+    from pyg_degreembed.data.kg import query_edges
+    edge_index, edge_type, N, K = random_graph
+    graph = TypedGraph(*random_graph)
+    degree = graph.degree
+    edges = torch.tensor([0, 45, 10, 17])
+    left_out = query_edges(edge_index[0, edges], edge_type[edges],
+                           edge_index[1, edges], K // 2)
+    keys, base, rows, lengths = graph.degree_without(*left_out)
+    assert keys.numel() > 0
+    sets = torch.tensor([2, 0, 2, degree.tokens.size(0) - 1])
+    torch.manual_seed(0)
+    layer = DegreeEmbedding(K, embedding_dim=6, hidden_channels=4).double()
+    weight = torch.randn(sets.numel() + keys.numel(), 8, dtype=torch.double)
+    results = []
+    for packed in (False, True):
+        layer.zero_grad()
+        if packed:
+            hidden = layer._embed_packed(
+                torch.cat([degree.tokens[sets], rows]),
+                torch.cat([degree.lengths[sets], lengths]))
+        else:
+            hidden = layer._embed_trie(degree, sets, (base, rows, lengths))
+        (hidden * weight).sum().backward()
+        results.append((hidden.detach(), {
+            n: p.grad.clone() for n, p in layer.named_parameters()
+            if p.grad is not None}))
+    (trie, trie_grads), (packed, packed_grads) = results
+    assert torch.allclose(trie, packed, atol=1e-10)
+    assert trie_grads.keys() == packed_grads.keys() and len(trie_grads) == 9
+    for name, grad in trie_grads.items():
+        assert torch.allclose(grad, packed_grads[name], atol=1e-10), name

@@ -1,9 +1,11 @@
+from contextlib import contextmanager
 from typing import Any, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 from torch.nn import LSTM, Embedding, Linear, Module
+from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence
 
 from pyg_degreembed.data.features import (DegreeSets, PrefixTrie, extend_trie,
                                           reverse_padded)
@@ -39,12 +41,13 @@ class DegreeEmbedding(Module):
     *source* entity is scaled), for inverse edge types too.  Entities with no
     edges read a dedicated "no edges" token.
 
-    The BiLSTM is an ordinary :class:`torch.nn.LSTM`, evaluated exactly but
-    without padding and without repeating work: the forward direction reads
-    each distinct prefix of the (sorted) degree-type sequences once, the
-    backward direction each distinct suffix once, and the input projection
-    is looked up per token (there are only :math:`K + 1` tokens).  On Family
-    this reads 7.6k prefixes instead of 19k tokens.
+    The BiLSTM is an ordinary :class:`torch.nn.LSTM`, evaluated exactly
+    without padding.  On the CPU it does not repeat work either: the forward
+    direction reads each distinct prefix of the (sorted) degree-type
+    sequences once, the backward direction each distinct suffix once, and
+    the input projection is looked up per token (there are only
+    :math:`K + 1` tokens); on Family this reads 7.6k prefixes instead of 19k
+    tokens.  On a GPU the LSTM runs on the packed sequences (cuDNN).
 
     Args:
         num_edge_types (int): The number :math:`K` of edge types (:math:`2R`
@@ -90,16 +93,31 @@ class DegreeEmbedding(Module):
         self.lstm.reset_parameters()
         self.lin.reset_parameters()
 
-    def embed_sets(self, degree: DegreeSets,
-                   sets: Optional[Tensor] = None) -> Tensor:
+    def embed_sets(self, degree: DegreeSets, sets: Optional[Tensor] = None,
+                   changed: Optional[Tuple[Tensor, Tensor, Tensor]] = None
+                   ) -> Tensor:
         r"""The embedding :math:`\mathbf{H}` of unique degree-type sets.
+
+        On the CPU the BiLSTM reads the tries of :obj:`degree` (each distinct
+        prefix and suffix once, see
+        :class:`~pyg_degreembed.nn.trie_lstm.TrieLSTM`); on a GPU it is one
+        call of :class:`torch.nn.LSTM` on the packed sequences (cuDNN runs
+        all steps in a few kernels, where the trie takes a dozen small
+        kernels per trie level), in IEEE float32 (not TF32) so that the
+        values equal the CPU's.  Both compute the same function.
 
         Args:
             degree (DegreeSets): The degree-type sets of the graph.
             sets (torch.Tensor, optional): Ids of the sets to embed (rows of
                 :obj:`degree.tokens`). (default: :obj:`None`, all)
+            changed (Tuple[torch.Tensor, ...], optional): Further sets
+                :obj:`(base, rows, lengths)` as
+                returned by :meth:`TypedGraph.degree_without` (the set of
+                :obj:`degree` each comes from, its tokens padded as
+                :obj:`degree.tokens`, its length), embedded after
+                :obj:`sets`. (default: :obj:`None`)
 
-        :rtype: :class:`torch.Tensor` of shape :obj:`[len(sets), 2d]`
+        :rtype: :class:`torch.Tensor` of shape :obj:`[len(sets) + M, 2d]`
         """
         if int(degree.tokens.max()) > self.num_edge_types:
             raise ValueError(
@@ -109,6 +127,43 @@ class DegreeEmbedding(Module):
         if sets is None:
             sets = torch.arange(degree.tokens.size(0),
                                 device=degree.tokens.device)
+        if degree.tokens.is_cuda:
+            tokens, lengths = degree.tokens[sets], degree.lengths[sets]
+            if changed is not None:
+                tokens = torch.cat([tokens, changed[1]])
+                lengths = torch.cat([lengths, changed[2]])
+            return self._embed_packed(tokens, lengths)
+        return self._embed_trie(degree, sets, changed)
+
+    def _embed_packed(self, tokens: Tensor, lengths: Tensor) -> Tensor:
+        # Pack the token ids, then embed only the packed tokens.
+        ids = pack_padded_sequence(tokens, lengths.cpu(), batch_first=True,
+                                   enforce_sorted=False)
+        packed = PackedSequence(self.embedding(ids.data), ids.batch_sizes,
+                                ids.sorted_indices, ids.unsorted_indices)
+        with _ieee_float32_rnn():
+            _, (h_n, _) = self.lstm(packed)
+        return torch.cat([h_n[0], h_n[1]], dim=-1)
+
+    def _embed_trie(self, degree: DegreeSets, sets: Tensor,
+                    changed: Optional[Tuple[Tensor, Tensor, Tensor]]
+                    ) -> Tensor:
+        if changed is not None:
+            # The changed sets join the tries as new leaves U, U + 1, ...
+            # (they share their prefixes, and suffixes, with the sets they
+            # come from).
+            base, rows, lengths = changed
+            degree = degree._replace(
+                forward_trie=extend_trie(
+                    degree.forward_trie, degree.tokens[base],
+                    degree.forward_trie.leaf[base], rows, lengths),
+                backward_trie=extend_trie(
+                    degree.backward_trie,
+                    reverse_padded(degree.tokens[base], degree.lengths[base]),
+                    degree.backward_trie.leaf[base],
+                    reverse_padded(rows, lengths), lengths))
+            sets = torch.cat([sets, degree.tokens.size(0) + torch.arange(
+                base.numel(), device=base.device)])
         tries = (degree.forward_trie, degree.backward_trie)
         return torch.cat([
             TrieLSTM.apply(*self._direction_weights(suffix),
@@ -207,37 +262,24 @@ class DegreeEmbedding(Module):
         keys, base, rows, lengths = graph.degree_without(*left_out)
         if keys.numel() == 0:
             return self.weights_of_sets(degree, nodes)
-        # The changed sets join the tries as new leaves U, U + 1, ... (they
-        # share their prefixes, and suffixes, with the sets they come from).
-        extended = degree._replace(
-            forward_trie=extend_trie(
-                degree.forward_trie, degree.tokens[base],
-                degree.forward_trie.leaf[base], rows, lengths),
-            backward_trie=extend_trie(
-                degree.backward_trie,
-                reverse_padded(degree.tokens[base], degree.lengths[base]),
-                degree.backward_trie.leaf[base],
-                reverse_padded(rows, lengths), lengths))
-        U = degree.tokens.size(0)
-        rho = self.weights_of_sets(extended, nodes, U + torch.arange(
-            keys.numel(), device=keys.device))
+        rho = self.weights_of_sets(degree, nodes, (base, rows, lengths))
         return rho._replace(override_key=keys,
                             override_row=rho.table.size(0) - keys.numel() +
                             torch.arange(keys.numel(), device=keys.device))
 
     def weights_of_sets(self, degree: DegreeSets,
                         nodes: Optional[Tensor] = None,
-                        extra: Optional[Tensor] = None) -> SourceWeights:
+                        changed: Optional[Tuple[Tensor, Tensor, Tensor]] = None
+                        ) -> SourceWeights:
         r""":meth:`source_weights` from given degree-type sets (and the
-        rows of the sets :obj:`extra` of its tries, appended at the end of
-        the table)."""
+        rows of the sets :obj:`changed`, as in :meth:`embed_sets`, appended
+        at the end of the table)."""
         U = degree.tokens.size(0)
         device = degree.tokens.device
         sets = torch.arange(U, device=device) if nodes is None else \
             torch.unique(degree.index[nodes])
-        wanted = sets if extra is None else torch.cat([sets, extra])
-        hidden = F.dropout(self.embed_sets(degree, wanted), self.dropout,
-                           self.training)
+        hidden = F.dropout(self.embed_sets(degree, sets, changed),
+                           self.dropout, self.training)
         rho = torch.softmax(self.lin(hidden), dim=-1)
         table, rest = rho[:sets.numel()], rho[sets.numel():]
         index = degree.index
@@ -266,6 +308,23 @@ class DegreeEmbedding(Module):
                 f'embedding_dim={self.embedding_dim}, '
                 f'hidden_channels={self.hidden_channels}'
                 f'{f", dropout={self.dropout}" if self.dropout else ""})')
+
+
+@contextmanager
+def _ieee_float32_rnn():
+    r"""cuDNN's RNNs in IEEE float32 within the block: PyTorch lets them use
+    TF32 by default, which moves the scores by ~1e-4 from the CPU's (the
+    backward pass, run later, follows PyTorch's setting)."""
+    cudnn = torch.backends.cudnn
+    rnn = getattr(cudnn, 'rnn', None)
+    owner, name, value = (rnn, 'fp32_precision', 'ieee') if hasattr(
+        rnn, 'fp32_precision') else (cudnn, 'allow_tf32', False)
+    before = getattr(owner, name)
+    setattr(owner, name, value)
+    try:
+        yield
+    finally:
+        setattr(owner, name, before)
 
 
 def _needed_nodes(trie: PrefixTrie, sets: Tensor):

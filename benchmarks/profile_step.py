@@ -1,0 +1,81 @@
+"""Where the time of a training step goes: torch.profiler over one step
+(after warm-up steps) of an untrained model on --device, the operators by
+their own time on that device.
+
+    python benchmarks/profile_step.py --dataset ../shared/datasets/fb15k-237 \
+        --model degreembed --num-steps 3 --device cuda
+
+A step is what ab_steps.py times: the negative log-likelihood of a batch of
+--batch-size (128) training queries, each without its own edge, backward
+and an Adam update.  Writes
+results/profile_step_<dataset>_<model>_L<L>_<device>.txt.
+"""
+import argparse
+import os
+
+import torch
+from torch_geometric import seed_everything
+
+from pyg_degreembed import DegreEmbedReasoner, RuleReasoner, resolve_graph
+from pyg_degreembed.data.kg import split_triples
+from pyg_degreembed.evaluation.ranks import both_directions
+from pyg_degreembed.training.files import atomic_write
+from pyg_degreembed.training.loop import nll_loss
+
+from common import RESULTS, load_benchmark, machine
+
+MODELS = {'drum': RuleReasoner, 'degreembed': DegreEmbedReasoner}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser.add_argument('--dataset', default='umls')
+    parser.add_argument('--model', choices=list(MODELS), default='degreembed')
+    parser.add_argument('--num-steps', type=int, default=2)
+    parser.add_argument('--batch-size', type=int, default=128)
+    parser.add_argument('--device', default='cpu')
+    args = parser.parse_args()
+    device = torch.device(args.device)
+    data = load_benchmark(args.dataset)
+    graph = resolve_graph(data, num_relations=data.num_relations,
+                          device=device)
+    seed_everything(0)
+    model = MODELS[args.model](data.num_relations,
+                               num_steps=args.num_steps).to(device)
+    optimizer = torch.optim.Adam(model.parameters(), 1e-3)
+    h, q, t = (x.to(device) for x in both_directions(
+        split_triples(data, 'train'), data.num_relations))
+    batches = torch.randperm(h.numel(), generator=torch.Generator()
+                             .manual_seed(0)).split(args.batch_size)
+
+    def step(i):
+        loss = nll_loss(model.score(graph, h[i], q[i], t[i]))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+    for i in batches[:3]:
+        step(i)
+    cuda = device.type == 'cuda'
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if cuda:
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
+        torch.cuda.synchronize(device)
+    with torch.profiler.profile(activities=activities) as prof:
+        step(batches[3])
+        if cuda:
+            torch.cuda.synchronize(device)
+    sort = 'self_cuda_time_total' if cuda else 'self_cpu_time_total'
+    table = prof.key_averages().table(sort_by=sort, row_limit=20)
+    name = os.path.basename(os.path.normpath(args.dataset))
+    path = os.path.join(
+        RESULTS, f'profile_step_{name}_{args.model}_L{args.num_steps}_'
+        f"{args.device.replace(':', '')}.txt")
+    text = f'{machine()}\n\n{table}\n'
+    atomic_write(path, lambda f: f.write(text), binary=False)
+    print(table)
+    print('wrote', path)
+
+
+if __name__ == '__main__':
+    main()
