@@ -11,8 +11,10 @@ reported instead of the allocator and competing-process columns (they are
 about CPU threads and the CPU heap), and the results go to
 speed_<device>.json / .md (e.g. speed_cuda.md), apart from the CPU table.
 
-For each dataset and model (DegreEmbed, DRUM; the paper's settings: L = 2,
-T = 3, 128-d, batch 128, both query directions, nll loss, Adam, clipping):
+For each dataset, model (DegreEmbed, DRUM) and rule length of
+--rule-lengths (2, the paper's, and 3; rows "DegreEmbed L=3" ...; otherwise
+the paper's settings: T = 3, 128-d, batch 128, both query directions, nll
+loss, Adam, clipping):
 
 * seconds per training epoch: a full epoch where it has at most
   --full-epoch-batches batches, else --batches timed batches (after three
@@ -42,6 +44,7 @@ README.md.
 """
 import argparse
 import importlib.util
+import itertools
 import json
 import os
 import resource
@@ -141,14 +144,14 @@ COMPETITOR = ('import numpy as np\na = np.random.rand(2000, 2000)\n'
               'while True:\n    a @ a\n')
 
 
-def time_training_with_competitor(cls, data, queries, args):
+def time_training_with_competitor(cls, num_steps, data, queries, args):
     r"""The training epoch again, fresh model, while one CPU-bound process
     (a NumPy matrix product in a loop, every core) competes."""
     competitor = subprocess.Popen([sys.executable, '-c', COMPETITOR])
     try:
         time.sleep(2)
         seed_everything(0)
-        model = cls(data.num_relations, num_steps=2, rank=3)
+        model = cls(data.num_relations, num_steps=num_steps, rank=3)
         return time_training(model, data, queries, args)
     finally:
         competitor.kill()
@@ -208,9 +211,13 @@ def worker(dataset, args, training_only=False):
               'device': str(device)}
     if device.type == 'cuda':
         result['gpu'] = torch.cuda.get_device_name(device)
-    for label, cls in MODELS:
+    for num_steps, (label, cls) in itertools.product(args.rule_lengths,
+                                                     MODELS):
+        if num_steps != 2:
+            label += f' L={num_steps}'
         seed_everything(0)
-        model = cls(data.num_relations, num_steps=2, rank=3).to(device)
+        model = cls(data.num_relations, num_steps=num_steps,
+                    rank=3).to(device)
         if device.type == 'cuda':
             torch.cuda.reset_peak_memory_stats(device)
         entry = time_training(model, data, queries, args)
@@ -219,7 +226,7 @@ def worker(dataset, args, training_only=False):
             entry['kernel'] = time_kernel(model, data, queries)
             if device.type == 'cpu':
                 entry['competing'] = time_training_with_competitor(
-                    cls, data, queries, args)
+                    cls, num_steps, data, queries, args)
         if device.type == 'cuda':
             entry['gpu_peak_memory_gb'] = \
                 torch.cuda.max_memory_allocated(device) / 1e9
@@ -296,6 +303,8 @@ def main():
     parser.add_argument('--batches', type=int, default=60,
                         help='batches timed where an epoch is not run whole')
     parser.add_argument('--full-epoch-batches', type=int, default=600)
+    parser.add_argument('--rule-lengths', type=int, nargs='+',
+                        default=[2, 3])
     parser.add_argument('--device', default='cpu',
                         help='cpu, cuda, cuda:1, ...')
     parser.add_argument('--worker', help=argparse.SUPPRESS)
@@ -327,6 +336,7 @@ def main():
                 [sys.executable, __file__, '--worker', dataset,
                  '--allocator', allocator, '--batches', str(args.batches),
                  '--full-epoch-batches', str(args.full_epoch_batches),
+                 '--rule-lengths', *map(str, args.rule_lengths),
                  '--device', args.device],
                 capture_output=True, text=True)
             if out.returncode:
