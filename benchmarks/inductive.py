@@ -229,8 +229,9 @@ def table() -> str:
             out.append(f'| {name} | answers within 2 / 3 hops | | '
                        f'{100 * share[2]:.1f} / {100 * share[3]:.1f} | | '
                        f'| | | | |')
+        lengths = sorted({r.get('num_steps', 2) for r in runs})
         for (model, (label, _, _)), steps in itertools.product(
-                MODELS.items(), (2, 3, 4)):
+                MODELS.items(), lengths):
             rs = [r for r in runs if r['split'] == name and
                   r['model'] == model and r.get('num_steps', 2) == steps]
             if not rs:
