@@ -1,5 +1,6 @@
 """Helpers shared by the benchmark scripts: machine description and atomic
 result files."""
+import functools
 import glob
 import os
 import platform
@@ -15,6 +16,7 @@ import torch_geometric
 from pyg_degreembed import compute_ranks, fit
 from pyg_degreembed.data.datasets import BUNDLED, load_dataset
 from pyg_degreembed.evaluation.ranks import TIE_POLICIES
+from pyg_degreembed.interpret.rule_length import choose_rule_length
 from pyg_degreembed.training.checkpoint import save_json
 from pyg_degreembed.training.files import atomic_write
 
@@ -95,6 +97,18 @@ def load_benchmark(name: str):
     if not os.path.isdir(folder) and name not in BUNDLED:
         raise SystemExit(f'{name}: no folder at {os.path.normpath(SHARED)}')
     return load_dataset(folder)
+
+
+@functools.lru_cache(maxsize=None)
+def chosen_length(name: str) -> int:
+    r"""The rule length :obj:`train --steps auto` chooses
+    (:func:`~pyg_degreembed.interpret.rule_length.choose_rule_length`) on
+    the benchmark :obj:`name`; on a GraIL split (:obj:`fb237_v1`, ...), on
+    its training graph."""
+    grail = os.path.join('grail', name)
+    if os.path.isdir(os.path.join(SHARED, grail)):
+        name = grail
+    return choose_rule_length(load_benchmark(name))[0]
 
 
 def test_metrics(ranks) -> dict:

@@ -54,10 +54,11 @@ from pyg_degreembed.data.convert import align_relations
 from pyg_degreembed.data.datasets import load_dataset
 from pyg_degreembed.data.kg import split_triples
 from pyg_degreembed.evaluation.ranks import SAMPLED
+from pyg_degreembed.interpret.rule_length import choose_rule_length
 from pyg_degreembed.training.scorer import choose_scorer
 
-from common import (RESULTS, SHARED, save_run, test_metrics, update_readme,
-                    write_markdown)
+from common import (RESULTS, SHARED, chosen_length, save_run, test_metrics,
+                    update_readme, write_markdown)
 
 MODELS = {
     'degreembed': ('DegreEmbed', DegreEmbedReasoner, {}),
@@ -238,6 +239,8 @@ def table() -> str:
                 continue
             if steps != 2:
                 label = f'{label}, L = {steps}'
+            if model == 'degreembed-rules' and steps == chosen_length(name):
+                label += ' (default)'
 
             def mean(tie, key, scale=1.):
                 return statistics.mean(r['test'][tie][key] * scale
@@ -268,6 +271,10 @@ def write_table():
     print(text)
 
 
+def rule_length(text: str):
+    return text if text == 'auto' else int(text)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--splits', nargs='+', default=SPLITS,
@@ -281,9 +288,10 @@ def main():
                         choices=list(MODELS))
     parser.add_argument('--seeds', type=int, nargs='+', default=[0, 1, 2])
     parser.add_argument('--device', default='cpu')
-    parser.add_argument('--steps', type=int, default=2,
-                        help='rule length L (run files of L != 2 are named '
-                        '...-L<steps>-seed<k>.json)')
+    parser.add_argument('--steps', type=rule_length, default=2,
+                        help="rule length L, or 'auto': the length train "
+                        "--steps auto chooses on the training graph (run "
+                        "files of L != 2 are named ...-L<L>-seed<k>.json)")
     parser.add_argument('--force', action='store_true',
                         help='rerun runs that have a file already')
     parser.add_argument('--checkpoint-dir', default=None,
@@ -310,18 +318,21 @@ def main():
         for name, train, ind in missing:
             print(f'{name}: skipped ({train} or {ind} is not a folder)')
         pairs = [p for p in pairs if p not in missing]
+        steps = {train: choose_rule_length(load_dataset(train))[0]
+                 if args.steps == 'auto' else args.steps
+                 for _, train, _ in pairs}
         for seed in args.seeds:  # every split once before the next seed
             for name, train, ind in pairs:
                 for model in args.models:
                     out = os.path.join(
-                        RUNS, run_name(name, model, args.steps, seed) +
+                        RUNS, run_name(name, model, steps[train], seed) +
                         '.json')
                     if os.path.exists(out) and not args.force:
                         continue
                     subprocess.run(
                         [sys.executable, os.path.abspath(__file__), '--one',
                          name, train, ind, model, str(seed), '--device',
-                         args.device, '--steps', str(args.steps)] +
+                         args.device, '--steps', str(steps[train])] +
                         (['--checkpoint-dir', args.checkpoint_dir]
                          if args.checkpoint_dir else []), check=True)
     write_table()

@@ -53,7 +53,7 @@ from pyg_degreembed.data.kg import all_triples, split_triples  # noqa: E402
 from pyg_degreembed.evaluation.ranks import TrueAnswers  # noqa: E402
 from pyg_degreembed.interpret.applied_rules import check_mining  # noqa
 from pyg_degreembed.interpret.rule_length import (  # noqa: E402
-    choose_num_steps, reach_shares)
+    choose_rule_length)
 from pyg_degreembed.training.scorer import choose_scorer  # noqa: E402
 
 from common import (RESULTS, figure, load_benchmark, save_figure,  # noqa
@@ -106,8 +106,7 @@ def run(args):
     data = load_benchmark(args.dataset)
     num_steps, shares, mine = args.num_steps, None, False
     if args.model == 'default':
-        shares = reach_shares(data)
-        num_steps = choose_num_steps(shares)
+        num_steps, shares = choose_rule_length(data)
         try:
             check_mining(data, num_steps)
             mine = True

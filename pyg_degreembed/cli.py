@@ -37,7 +37,7 @@ from pyg_degreembed.interpret.anyburl import anyburl_lines, read_anyburl
 from pyg_degreembed.interpret.applied_rules import check_mining
 from pyg_degreembed.interpret.constant_rules import ConstantRule
 from pyg_degreembed.interpret.explain import explain
-from pyg_degreembed.interpret.rule_length import choose_num_steps, reach_shares
+from pyg_degreembed.interpret.rule_length import choose_rule_length
 from pyg_degreembed.interpret.saturation import saturation, saturation_table
 from pyg_degreembed.nn import DegreEmbedReasoner, RuleReasoner
 from pyg_degreembed.training.budget import (PARAMETER_COPIES, check_memory,
@@ -164,8 +164,9 @@ def _train_parser(sub):
                    help='the rule learner')
     p.add_argument('--steps', type=_steps, default='auto',
                    help="maximum rule length L; 'auto': from the data "
-                   "(2, or 3 where 3 edges reach at least 5 %% more "
-                   "held-out training answers; 2 is the paper's)")
+                   "(2, lengthened up to 5 while one more edge reaches at "
+                   "least 5 %% more held-out training answers; 2 is the "
+                   "paper's)")
     p.add_argument('--scorer', default='auto', choices=list(SCORERS),
                    help="what ranks answers: 'rules', the path rules of "
                    "length <= L and the constant rules mined from the "
@@ -427,12 +428,13 @@ def cmd_train(args):
               f'before the bundled {args.dataset})')
     data = load_dataset(args.dataset)
     if args.steps == 'auto':
-        shares = reach_shares(data)
-        args.steps = choose_num_steps(shares)
+        args.steps, shares = choose_rule_length(data)
         if process == 0:
             print(f'rule length L = {args.steps} (--steps auto: '
                   + ', '.join(f'{100 * share:.1f} %' for share in shares)
-                  + ' of held-out training answers within 1, 2, 3 edges)')
+                  + ' of held-out training answers within '
+                  + ', '.join(map(str, range(1, len(shares) + 1)))
+                  + ' edges)')
     cls, fixed = MODELS[args.model]
     model_config = dict(num_steps=args.steps, rank=args.rank,
                         embedding_dim=args.dim, hidden_channels=args.dim,

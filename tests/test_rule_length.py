@@ -2,26 +2,32 @@ import pytest
 import torch
 
 from pyg_degreembed import from_edge_index
-from pyg_degreembed.interpret.rule_length import choose_num_steps, reach_shares
+from pyg_degreembed.interpret.rule_length import (choose_num_steps,
+                                                  choose_rule_length,
+                                                  reach_shares)
 
 from conftest import chain_kg
 
 
-def three_hop_kg(n=20):
-    # q(x_i, y_i) holds exactly when x_i -a-> u_i -b-> v_i -c-> y_i; the
-    # entities are x_i = i, u_i = n + i, v_i = 2n + i, y_i = 3n + i.
-    i = torch.arange(n)
-    x, u, v, y = i, n + i, 2 * n + i, 3 * n + i
-    facts = torch.cat([torch.stack([x, torch.full_like(i, 0), u]),
-                       torch.stack([u, torch.full_like(i, 1), v]),
-                       torch.stack([v, torch.full_like(i, 2), y])], dim=1)
-    train = torch.stack([x, torch.full_like(i, 3), y])
-    return from_edge_index(train[[0, 2]], train[1], num_nodes=4 * n,
-                           num_relations=4, splits={'facts': facts})
+def hops_kg(*lengths, n=20):
+    # For each length h, n chains x -> z_1 -> ... -> z_h = y (step k by
+    # relation k) and the training triple q(x, y), q the last relation.
+    facts, train, num_nodes = [], [], 0
+    q = max(lengths)
+    for h in lengths:
+        z = num_nodes + torch.arange((h + 1) * n).view(h + 1, n)
+        num_nodes += z.numel()
+        facts += [torch.stack([z[k], torch.full_like(z[k], k), z[k + 1]])
+                  for k in range(h)]
+        train.append(torch.stack([z[0], torch.full_like(z[0], q), z[h]]))
+    train = torch.cat(train, dim=1)
+    return from_edge_index(train[[0, 2]], train[1], num_nodes=num_nodes,
+                           num_relations=q + 1,
+                           splits={'facts': torch.cat(facts, dim=1)})
 
 
 def test_answers_exactly_three_hops_away():
-    data = three_hop_kg()
+    data = hops_kg(3)
     shares = reach_shares(data, max_steps=4)
     assert shares == [0., 0., 1., 1.]
     assert choose_num_steps(shares) == 3
@@ -31,11 +37,31 @@ def test_answers_exactly_three_hops_away():
     assert choose_num_steps(shares[:2]) == 2
 
 
+def test_rule_length_measured_only_while_it_can_change():
+    # Answers 1, ..., 6 edges away, a sixth each: every step reaches 1 / 6
+    # more, up to the cap.
+    data = hops_kg(1, 2, 3, 4, 5, 6)
+    L, shares = choose_rule_length(data, num_queries=1000)
+    assert L == 5
+    assert shares == pytest.approx([k / 6 for k in range(1, 6)])
+    L, shares = choose_rule_length(data, max_steps=3, num_queries=1000)
+    assert L == 3 and len(shares) == 3
+    # Every answer reached within 3 edges: no fourth step is measured.
+    assert choose_rule_length(hops_kg(3), max_steps=5) == (3, [0., 0., 1.])
+    # Answers 4 edges away: a third step reaches none of them, and the
+    # rules keep the paper's length.
+    assert choose_rule_length(hops_kg(4)) == (2, [0., 0., 0.])
+    with pytest.raises(ValueError, match='at least 2'):
+        choose_rule_length(data, max_steps=1)
+
+
 def test_two_hop_rules_keep_the_papers_length():
     data = chain_kg()
     shares = reach_shares(data, max_steps=3, num_queries=50)
     assert shares[1] == shares[2] == 1.
     assert choose_num_steps(shares) == 2
+    # Every answer within 2 edges: a third step is not measured.
+    assert choose_rule_length(data, num_queries=50) == (2, shares[:2])
 
 
 def test_the_sample_is_seeded_and_bounded():
