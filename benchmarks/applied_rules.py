@@ -40,8 +40,8 @@ from pyg_degreembed.training.scorer import (UNSEEN_CHOICES,
                                             chosen_reciprocal_ranks,
                                             relation_choice)
 
-from common import (RESULTS, load_benchmark, save_run, test_metrics,
-                    update_readme, write_markdown)
+from common import (RESULTS, chosen_length, load_benchmark, save_run,
+                    test_metrics, update_readme, write_markdown)
 
 UNSEEN = (5., 20., 50., 100., 200.)
 MODELS = {'degreembed': DegreEmbedReasoner, 'drum': RuleReasoner}
@@ -283,11 +283,19 @@ def chosen_setting(runs, tie_break=None) -> tuple:
     return best + (with_ is not None and with_ > without, )
 
 
+def at_chosen_length(runs) -> list:
+    r"""The runs at the rule length train --steps auto chooses on their KG
+    (each KG counts once in the choices of the default's elements)."""
+    return [run_ for run_ in runs
+            if run_['num_steps'] == chosen_length(run_['dataset'])]
+
+
 def constant_means(runs, setting) -> tuple:
     r"""Mean validation MRR of :obj:`setting` with and without constant
-    rules over the runs that have both, and those runs' datasets."""
+    rules over the runs at the chosen rule length that have both, and those
+    runs' datasets."""
     on, off, names = [], [], []
-    for run_ in runs:
+    for run_ in at_chosen_length(runs):
         rows = {key(row): row['valid']['realistic']
                 for row in run_['settings']}
         if setting[:4] + (True, ) in rows and setting[:4] + (False, ) in rows:
@@ -315,10 +323,11 @@ def default_test(run_, row, per_relation: bool) -> float:
 
 def per_relation_means(runs, best) -> tuple:
     r"""Mean two-fold validation MRR of the per-relation choice and of
-    one choice for all queries, over the runs (any seed) of the chosen
-    setting :obj:`best` that record them, and those runs' datasets."""
+    one choice for all queries, over the runs (any seed, at the chosen rule
+    length) of the chosen setting :obj:`best` that record them, and those
+    runs' datasets."""
     rows = [(run_['dataset'], row['per_relation']['valid_two_fold'])
-            for run_ in runs for row in run_['settings']
+            for run_ in at_chosen_length(runs) for row in run_['settings']
             if key(row) == best and 'per_relation' in row]
     if not rows:
         return None, None, []
@@ -347,10 +356,10 @@ def per_relation_sentence(runs, best) -> str:
 
 def unseen_sentence(runs) -> str:
     r"""The two-fold validation MRR of choosing u on validation (from
-    UNSEEN_CHOICES) against the first u for all, mean over the runs that
-    have the default recorded."""
-    rows = [(run_['dataset'], run_['default']) for run_ in runs
-            if 'default' in run_]
+    UNSEEN_CHOICES) against the first u for all, mean over the runs at the
+    chosen rule length that have the default recorded."""
+    rows = [(run_['dataset'], run_['default'])
+            for run_ in at_chosen_length(runs) if 'default' in run_]
     if not rows:
         return 'The u of the confidences: not run with the default.'
     chosen = statistics.mean(d['valid_two_fold']['unseen_chosen']

@@ -100,15 +100,15 @@ def load_benchmark(name: str):
 
 
 @functools.lru_cache(maxsize=None)
-def chosen_length(name: str) -> int:
+def chosen_length(name: str, max_steps: int = 5) -> int:
     r"""The rule length :obj:`train --steps auto` chooses
-    (:func:`~pyg_degreembed.interpret.rule_length.choose_rule_length`) on
-    the benchmark :obj:`name`; on a GraIL split (:obj:`fb237_v1`, ...), on
-    its training graph."""
+    (:func:`~pyg_degreembed.interpret.rule_length.choose_rule_length`,
+    with :obj:`max_steps`) on the benchmark :obj:`name`; on a GraIL split
+    (:obj:`fb237_v1`, ...), on its training graph."""
     grail = os.path.join('grail', name)
     if os.path.isdir(os.path.join(SHARED, grail)):
         name = grail
-    return choose_rule_length(load_benchmark(name))[0]
+    return choose_rule_length(load_benchmark(name), max_steps)[0]
 
 
 def test_metrics(ranks) -> dict:

@@ -56,8 +56,9 @@ from pyg_degreembed.interpret.rule_length import (  # noqa: E402
     choose_rule_length)
 from pyg_degreembed.training.scorer import choose_scorer  # noqa: E402
 
-from common import (RESULTS, figure, load_benchmark, save_figure,  # noqa
-                    save_run, test_metrics, update_readme, write_markdown)
+from common import (RESULTS, chosen_length, figure,  # noqa: E402
+                    load_benchmark, save_figure, save_run, test_metrics,
+                    update_readme, write_markdown)
 
 MODELS = {'degreembed': DegreEmbedReasoner, 'drum': RuleReasoner,
           'default': DegreEmbedReasoner}
@@ -163,9 +164,17 @@ def load() -> list:
             sorted(glob.glob(os.path.join(FOLDER, '*.json')))]
 
 
+def is_default(run) -> bool:
+    r"""Whether :obj:`run` is the default at the rule length train chooses
+    now (a default run at another length: what that length gave)."""
+    return run['model'] == 'default' and \
+        run['num_steps'] == chosen_length(run['dataset'])
+
+
 def label(run) -> str:
     name = {'degreembed': 'DegreEmbed', 'drum': 'DRUM',
-            'default': 'default'}[run['model']]
+            'default': 'default' if is_default(run) else
+            'default scorer'}[run['model']]
     return f"{name} L={run['num_steps']}"
 
 
@@ -232,7 +241,7 @@ def headline(runs, datasets) -> str:
     for dataset in datasets:
         mine = [r for r in runs if r['dataset'] == dataset]
         best = max(mine, key=lambda r: r['test_mrr_realistic'])
-        default = [r for r in mine if r['model'] == 'default']
+        default = [r for r in mine if is_default(r)]
 
         def cell(r):
             return (f"{r['test_mrr_realistic']:.3f} in "
