@@ -10,7 +10,9 @@ A, B, ...) so that drifts of a shared machine's speed hit both alike.
 Each round runs, in a fresh process per checkout, through the public API of
 that checkout:
 * --what steps (the default): 3 warm-up and --batches timed training steps
-  (DegreEmbed or --model drum, paper settings, rule length --num-steps,
+  (DegreEmbed or --model drum, B --model-b if given: `ab_steps.py . .
+  --model drum --model-b degreembed` compares the two models; paper
+  settings, rule length --num-steps,
   batch 128, a graph object as the first argument) on --device (cpu, the
   default, or cuda), seconds per step;
 * --what mining: AppliedRules.mine (path and answer-type rules of length
@@ -116,7 +118,7 @@ CODE = {'steps': STEP, 'mining': RULES, 'rules-ranking': RULES,
         'model-ranking': MODEL_RANKING, 'reach-shares': REACH}
 
 
-def run(checkout, args):
+def run(checkout, args, model):
     # Run in the checkout: `python -c` puts the working directory first on
     # sys.path, ahead of PYTHONPATH, so that is where the package comes from.
     checkout = os.path.abspath(checkout)
@@ -125,7 +127,7 @@ def run(checkout, args):
     code = 'import pyg_degreembed; print(pyg_degreembed.__file__)\n' + \
         CODE[args.what]
     out = subprocess.run([sys.executable, '-c', code, dataset,
-                          str(args.batches), args.model,
+                          str(args.batches), model,
                           str(args.num_steps), args.what, args.device],
                          env=dict(os.environ, PYTHONPATH=checkout),
                          cwd=checkout, capture_output=True, text=True,
@@ -154,6 +156,9 @@ def main():
     parser.add_argument('--rounds', type=int, default=5)
     parser.add_argument('--model', choices=['degreembed', 'drum'],
                         default='degreembed')
+    parser.add_argument('--model-b', choices=['degreembed', 'drum'],
+                        help='the model B runs (default: --model), to '
+                        'compare two models in one checkout')
     parser.add_argument('--num-steps', type=int, default=2)
     parser.add_argument('--what', choices=list(CODE), default='steps')
     parser.add_argument('--device', default='cpu',
@@ -161,10 +166,11 @@ def main():
     parser.add_argument('--tag', default=None,
                         help='appended to the name of the result file')
     args = parser.parse_args()
+    model_b = args.model_b or args.model
     rounds = []
     for r in range(args.rounds):
-        a = run(args.a, args)
-        b = run(args.b, args)
+        a = run(args.a, args, args.model)
+        b = run(args.b, args, model_b)
         rounds.append({'a': a, 'b': b, 'ratio': b / a})
         print(f'round {r + 1}: A {1e3 * a:.1f} ms  B {1e3 * b:.1f} ms  '
               f'B/A {b / a:.3f}', flush=True)
@@ -179,6 +185,8 @@ def main():
             name += f'_{args.model}'
     elif (args.model, args.num_steps) != ('degreembed', 2):
         name += f'_{args.model}_L{args.num_steps}'
+    if model_b != args.model:
+        name += f'_vs_{model_b}'
     if args.device != 'cpu':
         name += '_' + args.device.replace(':', '')
     if args.tag:
@@ -188,6 +196,7 @@ def main():
         'commits': [commit(args.a), commit(args.b)],
         'command': ' '.join(sys.argv),
         'what': args.what, 'dataset': args.dataset, 'model': args.model,
+        'model_b': model_b,
         'num_steps': args.num_steps, 'device': args.device,
         'rounds': rounds, 'median_ratio': median,
         'machine': machine()})

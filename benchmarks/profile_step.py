@@ -7,16 +7,21 @@ their own time on that device.
 
 A step is what ab_steps.py times: the negative log-likelihood of a batch of
 --batch-size (128) training queries, each without its own edge, backward
-and an Adam update.  Writes
+and an Adam update.  Below the operators, the step's parts (the forward
+pass's rho, hops and attention, the backward pass, the update) with the
+time spent in each on the host and on the device, from profiler ranges
+around those methods.  Writes
 results/profile_step_<dataset>_<model>_L<L>_<device>.txt.
 """
 import argparse
+import functools
 import os
 
 import torch
 from torch_geometric import seed_everything
 
-from pyg_degreembed import DegreEmbedReasoner, RuleReasoner, resolve_graph
+from pyg_degreembed import (DegreEmbedReasoner, DegreeEmbedding,
+                            RuleReasoner, TypedGraph, resolve_graph)
 from pyg_degreembed.data.kg import split_triples
 from pyg_degreembed.evaluation.ranks import both_directions
 from pyg_degreembed.training.files import atomic_write
@@ -25,6 +30,22 @@ from pyg_degreembed.training.loop import nll_loss
 from common import RESULTS, load_benchmark, machine
 
 MODELS = {'drum': RuleReasoner, 'degreembed': DegreEmbedReasoner}
+# The parts of a step shown on their own: (class, method) profiled as a
+# range named after them.
+PARTS = [(RuleReasoner, 'operator_attention'), (RuleReasoner, 'source_weights'),
+         (TypedGraph, 'neighborhood'), (TypedGraph, 'edge_range'),
+         (TypedGraph, 'degree_without'), (DegreeEmbedding, 'embed_sets'),
+         (TypedGraph, 'propagate')]
+
+
+def profiled(cls, name):
+    function = getattr(cls, name)
+
+    @functools.wraps(function)
+    def wrapper(*args, **kwargs):
+        with torch.profiler.record_function(f'part: {cls.__name__}.{name}'):
+            return function(*args, **kwargs)
+    return wrapper
 
 
 def main():
@@ -49,11 +70,16 @@ def main():
                              .manual_seed(0)).split(args.batch_size)
 
     def step(i):
-        loss = nll_loss(model.score(graph, h[i], q[i], t[i]))
+        with torch.profiler.record_function('part: forward'):
+            loss = nll_loss(model.score(graph, h[i], q[i], t[i]))
         optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
+        with torch.profiler.record_function('part: backward'):
+            loss.backward()
+        with torch.profiler.record_function('part: update'):
+            optimizer.step()
 
+    for cls, name in PARTS:
+        setattr(cls, name, profiled(cls, name))
     for i in batches[:3]:
         step(i)
     cuda = device.type == 'cuda'
@@ -66,7 +92,17 @@ def main():
         if cuda:
             torch.cuda.synchronize(device)
     sort = 'self_cuda_time_total' if cuda else 'self_cpu_time_total'
-    table = prof.key_averages().table(sort_by=sort, row_limit=20)
+    events = prof.key_averages()
+    table = events.table(sort_by=sort, row_limit=20)
+    parts = [e for e in events if e.key.startswith('part: ')]
+    device_time = 'device_time_total' if hasattr(
+        parts[0], 'device_time_total') else 'cuda_time_total'
+    lines = ['| part | calls | host ms (total) | device ms (launched inside) |',
+             '|---|---|---|---|'] + [
+        f'| {e.key[6:]} | {e.count} | {e.cpu_time_total / 1e3:.2f} | '
+        f'{getattr(e, device_time) / 1e3:.2f} |'
+        for e in sorted(parts, key=lambda e: -e.cpu_time_total)]
+    table += '\n\n' + '\n'.join(lines)
     name = os.path.basename(os.path.normpath(args.dataset))
     path = os.path.join(
         RESULTS, f'profile_step_{name}_{args.model}_L{args.num_steps}_'
