@@ -22,7 +22,10 @@ that checkout:
 * --what model-ranking: the filtered test ranks of an untrained DegreEmbed
   (--model drum: DRUM) of rule length --num-steps, seconds;
 * --what reach-shares: reach_shares up to --num-steps edges (what
-  --steps auto measures), seconds.
+  --steps auto measures), seconds;
+* --what choice: choose_scorer with an untrained DegreEmbed of rule length
+  --num-steps (the rules mined, ranked on validation with each u, the
+  model ranked, the choice), seconds.
 Prints the per-round times and the median ratio B / A; writes
 benchmarks/results/ab_steps_<dataset>.json (ab_steps_<dataset>_<model>_L<L>
 for other models or rule lengths; ab_<what>_<dataset>_L<L> for the others,
@@ -114,8 +117,22 @@ start = time.perf_counter()
 reach_shares(data, max_steps=int(sys.argv[4]))
 print(time.perf_counter() - start)
 '''
+CHOICE = r'''
+import sys, time
+from torch_geometric import seed_everything
+from pyg_degreembed import DegreEmbedReasoner
+from pyg_degreembed.data.datasets import load_dataset
+from pyg_degreembed.training.scorer import choose_scorer
+data = load_dataset(sys.argv[1])
+seed_everything(0)
+model = DegreEmbedReasoner(data.num_relations, num_steps=int(sys.argv[4]))
+start = time.perf_counter()
+choose_scorer(model, data, int(sys.argv[4]))
+print(time.perf_counter() - start)
+'''
 CODE = {'steps': STEP, 'mining': RULES, 'rules-ranking': RULES,
-        'model-ranking': MODEL_RANKING, 'reach-shares': REACH}
+        'model-ranking': MODEL_RANKING, 'reach-shares': REACH,
+        'choice': CHOICE}
 
 
 def run(checkout, args, model):

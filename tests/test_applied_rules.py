@@ -10,7 +10,8 @@ from pyg_degreembed.interpret.applied_rules import (AppliedRules, rule_counts,
                                                     type_counts)
 from pyg_degreembed.interpret.paths import pattern_of
 from pyg_degreembed.training.checkpoint import scorer_from_checkpoint
-from pyg_degreembed.training.scorer import (PerRelationScorer, choose_scorer,
+from pyg_degreembed.training.scorer import (PerRelationScorer, UnseenChoices,
+                                            choose_scorer,
                                             chosen_reciprocal_ranks,
                                             relation_choice)
 
@@ -373,3 +374,47 @@ def test_per_relation_scorer_from_a_checkpoint_payload():
     assert isinstance(scorer_from_checkpoint(payload, model, 'rules'),
                       AppliedRules)
     assert scorer_from_checkpoint(payload, model, 'model') is model
+
+
+@pytest.mark.parametrize('seed', [0, 1, 2])
+@pytest.mark.parametrize('leave_out', [False, True])
+def test_scores_under_several_unseen_equal_each_mined_alone(seed, leave_out):
+    # Firing once and scoring under each u gives what the rules mined with
+    # that u score (u = 1e5 drops constant rules below MIN_CONFIDENCE), and
+    # the tie-break's own scores last.
+    data = random_kg(seed, N=12, E=60)
+    R = data.num_relations
+    torch.manual_seed(seed)
+    model = RuleReasoner(R, num_steps=2).eval()
+    unseen = (0.5, 200., 1e5)
+    mined = [AppliedRules.mine(data, 2, min_support=1, unseen=u,
+                               tie_break=model) for u in unseen]
+    assert len(mined[2].constant_rules) < len(mined[0].constant_rules)
+    graph = resolve_graph(data, num_relations=R)
+    head = torch.cat([data.train_edge_index[0], data.train_edge_index[1]])
+    relation = torch.cat([data.train_edge_type, data.train_edge_type + R])
+    tail = torch.cat([data.train_edge_index[1], data.train_edge_index[0]])
+    extra = {'remove_tail': tail} if leave_out else {}
+    scores = mined[0].score_with_unseen(graph, head, relation, unseen,
+                                        **extra)
+    assert scores.shape == (len(unseen) + 1, head.numel(), data.num_nodes)
+    for got, applied in zip(scores, mined):
+        assert torch.equal(got, applied(graph, head, relation, **extra))
+    with torch.no_grad():  # as the rules run it
+        assert torch.equal(scores[-1],
+                           model(graph, head, relation, **extra).double())
+    # compute_ranks ranks each at once: as ranking each alone.
+    choices = UnseenChoices(mined[0], unseen)
+    for got, want in zip(compute_ranks(choices, data, 'train'),
+                         mined + [model]):
+        assert torch.equal(got.ranks['realistic'],
+                           compute_ranks(want, data, 'train')
+                           .ranks['realistic'])
+    with pytest.raises(ValueError, match='below the u'):
+        mined[1].score_with_unseen(graph, head, relation, (0.5, ))
+    with pytest.raises(ValueError, match='tie-break'):
+        AppliedRules.mine(data, 2).score_with_unseen(graph, head, relation,
+                                                     unseen)
+    with pytest.raises(ValueError, match='answer-type'):
+        AppliedRules.mine(data, 2, answer_types=True, tie_break=model
+                          ).score_with_unseen(graph, head, relation, unseen)

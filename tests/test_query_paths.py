@@ -1,10 +1,13 @@
 r"""query_paths (paths between the ends of training queries, each without
 its own edges, from one expansion per entity) against path_counts, which
 expands every query separately on the graph without its edges."""
+import itertools
+
 import pytest
 import torch
 
 from pyg_degreembed import resolve_graph
+from pyg_degreembed.interpret import query_paths as query_paths_module
 from pyg_degreembed.interpret.paths import path_counts
 from pyg_degreembed.interpret.query_paths import query_paths
 
@@ -77,3 +80,30 @@ def test_paths_through_the_own_edge_are_subtracted_once_each():
 def pattern_id(edge_types, K=2):
     return sum((k + 1) * (K + 1)**(len(edge_types) - 1 - i)
                for i, k in enumerate(edge_types))
+
+
+@pytest.mark.parametrize('seed', range(3))
+@pytest.mark.parametrize('dense', [True, False])
+def test_pairs_each_pattern_joins_against_matrix_products(seed, dense,
+                                                           monkeypatch):
+    # The bodies' pairs x != y, counted in a dense array or by sorting,
+    # against boolean products of the typed adjacency matrices.
+    if not dense:
+        monkeypatch.setattr(query_paths_module, 'MAX_DENSE_PATTERNS', 0)
+    graph, queries = dense_multigraph(seed)
+    K, N, L = graph.num_edge_types, graph.num_nodes, 3
+    found = query_paths(graph, queries, L, K // 2)
+    adjacency = torch.zeros(K, N, N)
+    adjacency[graph.edge_type, graph.edge_src, graph.edge_dst] = 1
+    off_diagonal = ~torch.eye(N, dtype=torch.bool)
+    expected = {}
+    for length in range(1, L + 1):
+        for types in itertools.product(range(K), repeat=length):
+            reach = torch.eye(N)
+            for k in types:
+                reach = ((reach @ adjacency[k]) > 0).float()
+            pairs = int(((reach > 0) & off_diagonal).sum())
+            if pairs:
+                expected[pattern_id(list(types), K)] = pairs
+    assert dict(zip(found.body.tolist(), found.body_pairs.tolist())) == \
+        expected

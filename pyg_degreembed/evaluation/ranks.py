@@ -369,26 +369,35 @@ def rank_queries(model: Module, graph: TypedGraph, triples: Tensor,
             ranking: the node type of each entity and of each query
             relation's answers (:func:`~pyg_degreembed.data.kg.answer_types`).
             (default: :obj:`None`, untyped)
+
+    A model may score several rankings of the queries at once, scores of
+    shape :obj:`[S, B, N]` (as
+    :meth:`~pyg_degreembed.AppliedRules.score_with_unseen`): a list of
+    :math:`S` :class:`Ranks` then.
     """
     num_processes, process = world()
-    local = _local_ranks(model, graph, triples[:, process::num_processes],
-                         true_answers, batch_size, progress, remove_edge,
-                         types)
-    if num_processes > 1:
-        parts = [None] * num_processes
-        torch.distributed.all_gather_object(parts, local)
-        # Each part holds [tail queries; head queries] of its triples.
-        local = {
-            key: torch.cat([
-                gather_strided([p[key].view(2, -1)[d] for p in parts],
-                               num_processes) for d in range(2)
-            ]) for key in local
-        }
+    parts, stacked = _local_ranks(
+        model, graph, triples[:, process::num_processes], true_answers,
+        batch_size, progress, remove_edge, types)
     n = triples.size(1)
-    candidates = local.pop('candidates')
-    return Ranks(local, relation=torch.cat([triples[1], triples[1]]).cpu(),
-                 direction=torch.cat([torch.zeros(n), torch.ones(n)]).long(),
-                 candidates=candidates, typed=types is not None)
+    out = []
+    for local in parts:
+        if num_processes > 1:
+            gathered = [None] * num_processes
+            torch.distributed.all_gather_object(gathered, local)
+            # Each part holds [tail queries; head queries] of its triples.
+            local = {
+                key: torch.cat([
+                    gather_strided([p[key].view(2, -1)[d] for p in gathered],
+                                   num_processes) for d in range(2)
+                ]) for key in local
+            }
+        candidates = local.pop('candidates')
+        out.append(Ranks(
+            local, relation=torch.cat([triples[1], triples[1]]).cpu(),
+            direction=torch.cat([torch.zeros(n), torch.ones(n)]).long(),
+            candidates=candidates, typed=types is not None))
+    return out if stacked else out[0]
 
 
 def _local_ranks(model, graph, triples, true_answers, batch_size,
@@ -414,8 +423,13 @@ def _local_ranks(model, graph, triples, true_answers, batch_size,
         query_of, minlength=query_head.numel()).cumsum(0)]).tolist()
     was_training = model.training
     model.eval()
-    out = {key: torch.empty(n, dtype=torch.long if key == 'candidates'
-                            else torch.double) for key in KEYS}
+    # One dictionary of ranks per ranking; whether the model scores several.
+    out, stacked = [], False
+
+    def new_ranking():
+        return {key: torch.empty(n, dtype=torch.long if key == 'candidates'
+                                 else torch.double) for key in KEYS}
+
     starts = range(0, query_head.numel(), batch_size)
     report = progress(len(starts)) if progress is not None else None
     for start in starts:
@@ -423,22 +437,31 @@ def _local_ranks(model, graph, triples, true_answers, batch_size,
         h, q = query_head[start:stop], query_relation[start:stop]
         scores = model(graph, h, q, remove_tail=answer[start:stop]) \
             if remove_edge else model(graph, h, q)
+        stacked = scores.dim() == 3
+        if not stacked:
+            scores = scores.unsqueeze(0)
+        while len(out) < scores.size(0):
+            out.append(new_ranking())
         batch = members[ptr[start]:ptr[stop]]
         for chunk in batch.split(batch_size):
             q = relation[chunk]
             allowed = None if types is None else \
                 types[0].to(device) == types[1].to(device)[q].unsqueeze(1)
-            ranks = filtered_ranks(
-                scores.index_select(0, query_of[chunk] - start),
-                answer[chunk], true_answers.lookup(head[chunk], q), allowed)
-            for key in KEYS:
-                out[key][chunk.cpu()] = ranks[key].cpu()
+            true_pairs = true_answers.lookup(head[chunk], q)
+            for ranking, part in zip(out, scores):
+                ranks = filtered_ranks(
+                    part.index_select(0, query_of[chunk] - start),
+                    answer[chunk], true_pairs, allowed)
+                for key in KEYS:
+                    ranking[key][chunk.cpu()] = ranks[key].cpu()
         if report is not None:
             report.update(batch.numel())
     if report is not None:
         report.close()
     model.train(was_training)
-    return out
+    if not out:  # no queries: one empty ranking
+        out.append(new_ranking())
+    return out, stacked
 
 
 def evaluate(model: Module, data: Any, split: Union[str, Tensor] = 'test',

@@ -52,9 +52,11 @@ from pyg_degreembed.data.kg import (check_positive_ints, index_tensor,
 from pyg_degreembed.data.ragged import find_sorted
 from pyg_degreembed.data.resolve import resolve_graph
 from pyg_degreembed.data.typed_graph import TypedGraph
-from pyg_degreembed.interpret.constant_rules import (ConstantRule,
+from pyg_degreembed.interpret.constant_rules import (MIN_CONFIDENCE,
+                                                     ConstantRule,
                                                      ConstantRuleCounts,
-                                                     ConstantRules)
+                                                     ConstantRules,
+                                                     rule_confidence)
 from pyg_degreembed.interpret.paths import (check_pattern_keys, expand_paths,
                                             pattern_of, walk_chunks)
 from pyg_degreembed.interpret.query_paths import query_paths
@@ -215,14 +217,14 @@ class AppliedRules(Module):
         if counts is None:
             counts = rule_counts(data, num_steps)
         keep = counts.support >= min_support
-        confidence = counts.support[keep].double() / (
-            counts.groundings[keep] + unseen)
+        confidence = rule_confidence(counts.support[keep],
+                                     counts.groundings[keep], unseen)
         type_confidence = None
         if answer_types:
             support, groundings = type_counts(data)
             type_confidence = torch.where(
                 support >= min_support,
-                support.double() / (groundings + unseen), 0.)
+                rule_confidence(support, groundings, unseen), 0.)
         constant_rules = None
         if constants:
             constant_rules = ConstantRules.mine(data, min_support, unseen,
@@ -348,12 +350,23 @@ class AppliedRules(Module):
 
     def _fired(self, graph, head, relation, remove_tail):
         # The cells b * N + y that some rule reaches, sorted, and their keys.
+        path, constant = self._firings(graph, head, relation, remove_tail)
+        cell, conf = [path[0]], [self.confidence[path[1]]]
+        if constant is not None:
+            cell.append(constant[0])
+            conf.append(self.constant_rules.confidence[constant[1]])
+        return _best_keys(torch.cat(cell), torch.cat(conf), self.num_keys)
+
+    def _firings(self, graph, head, relation, remove_tail):
+        # Every rule that reaches an entity y for query b: the cells
+        # b * N + y and the rules' indices, of the path rules, then of the
+        # constant rules (None without them).
         N, P = graph.num_nodes, self._num_patterns
         removed = None
         if remove_tail is not None:
             removed = graph.edge_range(*query_edges(
                 head, relation, remove_tail, self.num_relations)[:3])
-        cell, conf = [], []
+        cell, rule = [head.new_empty(0)], [head.new_empty(0)]
         for begin, end in walk_chunks(graph, head, self.num_steps,
                                       head.numel()):
             part = None if removed is None else \
@@ -368,24 +381,13 @@ class AppliedRules(Module):
                 at, found = find_sorted(self.rule_key,
                                         relation[walk] * P + pattern)
                 cell.append((walk * N + node)[found])
-                conf.append(self.confidence[at[found]])
+                rule.append(at[found])
+        constant = None
         if self.constant_rules is not None:
-            query, node, confidence = self.constant_rules.fire(
-                graph, head, relation, removed)
-            cell.append(query * N + node)
-            conf.append(confidence)
-        cell, conf = torch.cat(cell), torch.cat(conf)
-        # Best first within each (query, entity) cell.
-        order = torch.argsort(conf, descending=True, stable=True)
-        order = order[torch.argsort(cell[order], stable=True)]
-        cell, conf = cell[order], conf[order]
-        first = torch.searchsorted(cell, cell)
-        position = torch.arange(cell.numel(), device=cell.device) - first
-        cells, index = torch.unique_consecutive(cell, return_inverse=True)
-        keep = position < self.num_keys
-        keys = conf.new_zeros(cells.numel(), self.num_keys)
-        keys[index[keep], position[keep]] = conf[keep]
-        return cells, keys
+            query, node, _, fired = self.constant_rules.fire(
+                graph, head, relation, removed, with_rule=True)
+            constant = (query * N + node, fired)
+        return (torch.cat(cell), torch.cat(rule)), constant
 
     @torch.no_grad()
     def forward(self, edge_index: Any, edge_type: Optional[Tensor] = None,
@@ -408,27 +410,94 @@ class AppliedRules(Module):
         relation = index_tensor(relation, 'relation').to(graph.device)
         B, N = head.numel(), graph.num_nodes
         cell, keys = self._fired(graph, head, relation, remove_tail)
+        tail, _ = self._later_keys(graph, head, relation, remove_tail)
+        return self._score(cell, keys, tail, N).view(B, N)
+
+    @torch.no_grad()
+    def score_with_unseen(self, graph: TypedGraph, head: Tensor,
+                          relation: Tensor, unseen: Sequence[float],
+                          remove_tail: Optional[Tensor] = None) -> Tensor:
+        r"""The scores of :meth:`forward` under the confidences of several
+        :math:`u` at once, and the tie-break's own scores: what
+        :obj:`AppliedRules.mine(..., unseen=u)` with the same counts would
+        score, for each :math:`u` of :obj:`unseen`, with the rules' bodies
+        followed and the tie-break run once.
+
+        The path rules' confidences are recomputed from their counts
+        (:obj:`support`, :obj:`groundings`); the constant rules' too, those
+        below :data:`~pyg_degreembed.interpret.constant_rules.MIN_CONFIDENCE`
+        left out, so that each :math:`u` must be at least the one these
+        rules were mined with (they hold the rules that :math:`u` keeps).
+
+        Args:
+            graph (TypedGraph): The observed graph.
+            head (torch.Tensor): Head entities, shape :obj:`[B]`.
+            relation (torch.Tensor): Query relations, shape :obj:`[B]`.
+            unseen (Sequence[float]): The values of :math:`u`.
+            remove_tail (torch.Tensor, optional): As in :meth:`forward`.
+
+        :rtype: :class:`torch.Tensor` of shape :obj:`[len(unseen) + 1, B,
+            N]` (the tie-break's scores last)
+        """
+        if self.support is None or self.tie_break is None:
+            raise ValueError('scoring under other confidences needs the '
+                             "rules' counts and a tie-break model")
+        if bool(self.type_confidence.any()):
+            raise ValueError("the answer-type rules' counts are not kept: "
+                             'mine without answer_types')
+        constants = self.constant_rules
+        B, N = head.numel(), graph.num_nodes
+        path, constant = self._firings(graph, head, relation, remove_tail)
+        tail, tie = self._later_keys(graph, head, relation, remove_tail)
+        out = []
+        for u in unseen:
+            cell = [path[0]]
+            conf = [rule_confidence(self.support, self.groundings,
+                                    u)[path[1]]]
+            if constant is not None:
+                value = rule_confidence(constants.support,
+                                        constants.groundings, u)
+                if bool((value > constants.confidence).any()):
+                    raise ValueError(
+                        f'u = {u:g} is below the u these rules were mined '
+                        f'with: their constant rules lack some it keeps')
+                value = value[constant[1]]
+                kept = value >= MIN_CONFIDENCE
+                cell.append(constant[0][kept])
+                conf.append(value[kept])
+            keys = _best_keys(torch.cat(cell), torch.cat(conf), self.num_keys)
+            out.append(self._score(*keys, tail, N))
+        out.append(tie.view(-1))
+        return torch.stack(out).view(-1, B, N)
+
+    def _later_keys(self, graph, head, relation, remove_tail):
         # The later keys: the answer-type rank (an integer), then the
         # tie-break's score scaled into [0, 1), so that their sum orders
-        # the entities that no path rule reaches.
+        # the entities that no path rule reaches; and the tie-break's score
+        # itself (None without one).
         tail = self._answer_types(graph)[relation].double().view(-1)
+        tie = None
         if self.tie_break is not None:
             tie = (self.tie_break(graph, head, relation)
                    if remove_tail is None else
                    self.tie_break(graph, head, relation,
                                   remove_tail=remove_tail)).double()
-            tie = tie.view(-1)
-            tail = tail + tie / (float(tie.abs().max()) + 1.)
+            tail = tail + tie.view(-1) / (float(tie.abs().max()) + 1.)
+        return tail, tie
+
+    @staticmethod
+    def _score(cell, keys, tail, N):
+        # Scores [B * N]: the later keys where no rule reaches; the cells
+        # that rules reach come above, in the lexicographic order of
+        # (query, rule keys, later keys): their dense rank is monotone
+        # within each query.
         score = tail.clone()
         if cell.numel():
-            # The others come above, in the lexicographic order of (query,
-            # path keys, tail): their dense rank is monotone within each
-            # query.
             rows = torch.cat([(cell // N).double().unsqueeze(-1), keys,
                               tail[cell].unsqueeze(-1)], dim=-1)
             rank = _dense_rank(rows)
             score[cell] = float(tail.max()) + 1. + rank.double()
-        return score.view(B, N)
+        return score
 
     def _answer_types(self, graph: TypedGraph) -> Tensor:
         # [2R, N]: for query relation q and entity y, the dense rank
@@ -566,6 +635,34 @@ def type_counts(data: Any, chunk_size: int = 4096) -> Tuple[Tensor, Tensor]:
                            minlength=K)
     groundings = heads.view(-1, 1) * (count > 0).sum(0).view(1, -1)
     return support, groundings
+
+
+def _best_keys(cell: Tensor, conf: Tensor,
+               num_keys: int) -> Tuple[Tensor, Tensor]:
+    r"""The distinct cells (sorted) that rules reach and, per cell, the
+    confidences of its :obj:`num_keys` best rules, best first (0 where
+    fewer rules reach it).
+
+    Args:
+        cell (torch.Tensor): The cell each rule firing reaches, shape
+            :obj:`[F]`.
+        conf (torch.Tensor): The confidence of each firing's rule, shape
+            :obj:`[F]`.
+        num_keys (int): Rules compared per cell.
+
+    :rtype: (:class:`torch.Tensor` :obj:`[C]`, :class:`torch.Tensor`
+        :obj:`[C, num_keys]`)
+    """
+    order = torch.argsort(conf, descending=True, stable=True)
+    order = order[torch.argsort(cell[order], stable=True)]
+    cell, conf = cell[order], conf[order]
+    first = torch.searchsorted(cell, cell)
+    position = torch.arange(cell.numel(), device=cell.device) - first
+    cells, index = torch.unique_consecutive(cell, return_inverse=True)
+    keep = position < num_keys
+    keys = conf.new_zeros(cells.numel(), num_keys)
+    keys[index[keep], position[keep]] = conf[keep]
+    return cells, keys
 
 
 def _dense_rank(rows: Tensor) -> Tensor:

@@ -38,6 +38,17 @@ from pyg_degreembed.interpret.rules import format_atom
 
 #: The body node of a rule whose body is :math:`b(X, A)` (any entity).
 ANY = -1
+#: The weakest constant rule kept by :meth:`ConstantRules.mine` (AnyBURL's
+#: default threshold).
+MIN_CONFIDENCE = 1e-4
+
+
+def rule_confidence(support: Tensor, groundings: Tensor,
+                    unseen: float) -> Tensor:
+    r"""AnyBURL's confidence :math:`\mathrm{support} / (\mathrm{groundings}
+    + u)` of rules with the given counts (float64), the one formula of every
+    applied rule (path, answer-type and constant rules)."""
+    return support.double() / (groundings + unseen)
 
 
 class ConstantRuleCounts(NamedTuple):
@@ -223,7 +234,7 @@ class ConstantRules:
 
     @classmethod
     def mine(cls, data, min_support: int = 2, unseen: float = 200.,
-             min_confidence: float = 1e-4,
+             min_confidence: float = MIN_CONFIDENCE,
              counts: Optional[ConstantRuleCounts] = None
              ) -> 'ConstantRules':
         r"""The rules of :func:`constant_rule_counts` (:obj:`counts`, if
@@ -236,7 +247,8 @@ class ConstantRules:
         of the ranking time)."""
         if counts is None:
             counts = constant_rule_counts(data)
-        confidence = counts.support.double() / (counts.groundings + unseen)
+        confidence = rule_confidence(counts.support, counts.groundings,
+                                     unseen)
         keep = (counts.support >= min_support) & \
             (confidence >= min_confidence)
         confidence = confidence[keep]

@@ -118,12 +118,20 @@ def query_paths(graph: TypedGraph, queries: Tensor, num_steps: int,
     return QueryPaths(query, pattern, to_y[1], to_y[2], *bodies)
 
 
+#: The most patterns (:math:`(K + 1)^L`) whose joined pairs
+#: :func:`query_paths` counts in a dense array (8 bytes each) rather than
+#: by sorting the patterns of every expansion step.
+MAX_DENSE_PATTERNS = 2**24
+
+
 def _expand(graph, L, chunk_size, pair_key):
     # One expansion per entity: the paths between the pairs of `pair_key`
     # (pair row, pattern, count), the closed walks of length < L (entity,
     # pattern, count) and the pairs x != y per pattern.
-    N = graph.num_nodes
+    N, P = graph.num_nodes, (graph.num_edge_types + 1)**L
     pairs, closed, bodies = ([], [], []), ([], [], []), ([], [])
+    dense = torch.zeros(P if P <= MAX_DENSE_PATTERNS else 0,
+                        dtype=torch.long, device=graph.device)
     everyone = torch.arange(N, device=graph.device)
     for begin, end in walk_chunks(graph, everyone, L, chunk_size):
         start = everyone[begin:end]
@@ -137,9 +145,13 @@ def _expand(graph, L, chunk_size, pair_key):
             other = ~same
             x, node, pattern, count = x[other], node[other], \
                 pattern[other], count[other]
-            for out, value in zip(bodies, torch.unique(
-                    pattern, return_counts=True)):
-                out.append(value)
+            # Each (x, y, pattern) comes once: a pair the pattern joins.
+            if dense.numel():
+                dense.index_add_(0, pattern, torch.ones_like(pattern))
+            else:
+                for out, value in zip(bodies, torch.unique(
+                        pattern, return_counts=True)):
+                    out.append(value)
             at, found = find_sorted(pair_key, x * N + node)
             for out, value in zip(pairs, (at, pattern, count)):
                 out.append(value[found])
@@ -148,9 +160,13 @@ def _expand(graph, L, chunk_size, pair_key):
         return torch.cat(values) if values else \
             torch.empty(0, dtype=torch.long, device=graph.device)
 
-    body, inverse = torch.unique(cat(bodies[0]), return_inverse=True)
-    body_pairs = torch.zeros_like(body).index_add_(0, inverse,
-                                                   cat(bodies[1]))
+    if dense.numel():
+        body = dense.nonzero().view(-1)
+        body_pairs = dense[body]
+    else:
+        body, inverse = torch.unique(cat(bodies[0]), return_inverse=True)
+        body_pairs = torch.zeros_like(body).index_add_(0, inverse,
+                                                       cat(bodies[1]))
     return [cat(v) for v in pairs], [cat(v) for v in closed], \
         (body, body_pairs)
 

@@ -125,6 +125,31 @@ def relation_choice(options: Sequence[Ranks], num_relations: int) -> Tensor:
 UNSEEN_CHOICES = (200., 5.)
 
 
+class UnseenChoices(Module):
+    r"""Applied rules scored under the confidences of several :math:`u` at
+    once, and their tie-break model alone
+    (:meth:`~pyg_degreembed.AppliedRules.score_with_unseen`): with
+    :func:`~pyg_degreembed.compute_ranks`, one ranking per :math:`u` and
+    the model's, from one pass over the queries.
+
+    Args:
+        rules (AppliedRules): Rules mined with a :math:`u` no larger than
+            any of :obj:`unseen`, with a tie-break model.
+        unseen (Sequence[float]): The values of :math:`u`.
+    """
+    def __init__(self, rules: AppliedRules, unseen: Sequence[float]):
+        super().__init__()
+        self.rules = rules
+        self.unseen = [float(u) for u in unseen]
+
+    def forward(self, graph: Any, head: Tensor, relation: Tensor, *,
+                remove_tail: Optional[Tensor] = None) -> Tensor:
+        r""":rtype: :class:`torch.Tensor` of shape :obj:`[len(unseen) + 1,
+        B, N]`"""
+        return self.rules.score_with_unseen(graph, head, relation,
+                                            self.unseen, remove_tail)
+
+
 class ScorerChoice(NamedTuple):
     r"""The outcome of :func:`choose_scorer`."""
     #: The module that ranks: the model, :obj:`applied` or a
@@ -204,22 +229,23 @@ def choose_scorer(model: Module, data: Any, num_steps: int,
         return ScorerChoice(applied, 'rules', 'no validation triples to '
                             'choose on', applied, time.perf_counter() - start,
                             unseen=unseen[0])
-    candidates = []
-    for u in unseen:
-        applied = mine(u)
-        candidates.append((applied, compute_ranks(applied, data, 'valid')))
-    mrr = [ranks.metrics()['mrr'] for _, ranks in candidates]
+    # One pass over the validation queries: the rules' bodies followed and
+    # the model run once, the rules scored under each u (those mined with
+    # the smallest u hold every constant rule that a larger one keeps).
+    smallest = min(unseen)
+    mined = mine(smallest)
+    *ranked, model_ranks = compute_ranks(
+        UnseenChoices(mined, unseen), data, 'valid')
+    mrr = [ranks.metrics()['mrr'] for ranks in ranked]
     best = mrr.index(max(mrr))
-    applied, rules_ranks = candidates[best]
-    u = unseen[best]
+    rules_ranks, u = ranked[best], unseen[best]
+    applied = mined if u == smallest else mine(u)
     reason = 'validation MRR: applied rules ' + ', '.join(
         f'{value:.4f} (u = {u_:g})' for u_, value in zip(unseen, mrr))
-    ranked = [ranks for _, ranks in candidates]
     if scorer == 'rules':
         return ScorerChoice(applied, 'rules', f'asked for; {reason}',
                             applied, time.perf_counter() - start, unseen=u,
                             valid_ranks=ranked)
-    model_ranks = compute_ranks(model, data, 'valid')
     ranked.append(model_ranks)
     use_model = relation_choice([rules_ranks, model_ranks],
                                 kg.num_relations) == 1
@@ -242,4 +268,4 @@ def choose_scorer(model: Module, data: Any, num_steps: int,
 
 
 __all__ = ['PerRelationScorer', 'ScorerChoice', 'UNSEEN_CHOICES',
-           'choose_scorer', 'relation_choice']
+           'UnseenChoices', 'choose_scorer', 'relation_choice']
