@@ -436,8 +436,8 @@ class AppliedRules(Module):
             unseen (Sequence[float]): The values of :math:`u`.
             remove_tail (torch.Tensor, optional): As in :meth:`forward`.
 
-        :rtype: :class:`torch.Tensor` of shape :obj:`[len(unseen) + 1, B,
-            N]` (the tie-break's scores last)
+        :rtype: :class:`torch.Tensor` of shape :obj:`[S + 1, B, N]`
+            (:math:`S` values of :math:`u`, the tie-break's scores last)
         """
         if self.support is None or self.tie_break is None:
             raise ValueError('scoring under other confidences needs the '

@@ -144,8 +144,11 @@ class UnseenChoices(Module):
 
     def forward(self, graph: Any, head: Tensor, relation: Tensor, *,
                 remove_tail: Optional[Tensor] = None) -> Tensor:
-        r""":rtype: :class:`torch.Tensor` of shape :obj:`[len(unseen) + 1,
-        B, N]`"""
+        r"""The rules' scores under each :math:`u`, then the model's.
+
+        :rtype: :class:`torch.Tensor` of shape :obj:`[S + 1, B, N]`
+            (:math:`S` values of :math:`u`)
+        """
         return self.rules.score_with_unseen(graph, head, relation,
                                             self.unseen, remove_tail)
 
