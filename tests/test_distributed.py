@@ -6,7 +6,10 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch_geometric import seed_everything
 
-from pyg_degreembed import DegreEmbedReasoner, compute_ranks, fit
+from pyg_degreembed import (AppliedRules, DegreEmbedReasoner, compute_ranks,
+                            fit)
+from pyg_degreembed.data.kg import split_triples
+from pyg_degreembed.training.scorer import UnseenChoices
 
 sys.path.insert(0, os.path.dirname(__file__))
 from conftest import chain_kg  # noqa: E402
@@ -24,14 +27,19 @@ def train(out_dir, world_size=1):
     seed_everything(1)
     fixed = DegreEmbedReasoner(3, embedding_dim=8, hidden_channels=8)
     ranks = compute_ranks(fixed, data, 'test', batch_size=4)
-    return model, ranks
+    # Several rankings at once, of one triple: the second process has none.
+    rules = AppliedRules.mine(data, 2, unseen=5., tie_break=fixed)
+    stacked = compute_ranks(UnseenChoices(rules, (5., 200.)), data,
+                            split_triples(data, 'test')[:, :1])
+    return model, (ranks, stacked)
 
 
 def worker(process, world_size, out_dir):
     dist.init_process_group('gloo', init_method='file://' + os.path.join(
         out_dir, 'rendezvous'), rank=process, world_size=world_size)
-    model, ranks = train(out_dir, world_size)
-    torch.save({'state': model.state_dict(), 'ranks': ranks.ranks},
+    model, (ranks, stacked) = train(out_dir, world_size)
+    torch.save({'state': model.state_dict(), 'ranks': ranks.ranks,
+                'stacked': [r.ranks for r in stacked]},
                os.path.join(out_dir, f'process{process}.pt'))
     dist.destroy_process_group()
 
@@ -39,7 +47,8 @@ def worker(process, world_size, out_dir):
 def test_two_processes_equal_one_process(tmp_path):
     out_dir = str(tmp_path)
     mp.spawn(worker, args=(2, out_dir), nprocs=2, join=True)
-    single, single_ranks = train(out_dir)
+    single, (single_ranks, single_stacked) = train(out_dir)
+    assert len(single_stacked) == 3
     results = [torch.load(os.path.join(out_dir, f'process{p}.pt'))
                for p in range(2)]
     for result in results:  # both processes hold the same model ...
@@ -52,6 +61,9 @@ def test_two_processes_equal_one_process(tmp_path):
         # The gathered evaluation equals the single-process one.
         for tie, value in single_ranks.ranks.items():
             assert torch.equal(result['ranks'][tie], value)
+        for got, want in zip(result['stacked'], single_stacked):
+            assert torch.equal(got['realistic'], want.ranks['realistic'])
+        assert len(result['stacked']) == 3
     assert all(torch.equal(results[0]['state'][k], results[1]['state'][k])
                for k in results[0]['state'])
     # Only process 0 wrote the checkpoint (and the 1-process run its own).

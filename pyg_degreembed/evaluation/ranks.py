@@ -380,6 +380,13 @@ def rank_queries(model: Module, graph: TypedGraph, triples: Tensor,
         model, graph, triples[:, process::num_processes], true_answers,
         batch_size, progress, remove_edge, types)
     n = triples.size(1)
+    if num_processes > 1:
+        # A process without queries does not know how many rankings the
+        # model scores: every process takes the largest count.
+        counts = [None] * num_processes
+        torch.distributed.all_gather_object(counts, (len(parts), stacked))
+        stacked = any(s for _, s in counts)
+        parts += parts[:1] * (max(c for c, _ in counts) - len(parts))
     out = []
     for local in parts:
         if num_processes > 1:
