@@ -386,7 +386,8 @@ def rank_queries(model: Module, graph: TypedGraph, triples: Tensor,
         counts = [None] * num_processes
         torch.distributed.all_gather_object(counts, (len(parts), stacked))
         stacked = any(s for _, s in counts)
-        parts += parts[:1] * (max(c for c, _ in counts) - len(parts))
+        parts += [dict(parts[0]) for _ in range(
+            max(c for c, _ in counts) - len(parts))]
     out = []
     for local in parts:
         if num_processes > 1:
