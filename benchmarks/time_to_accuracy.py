@@ -13,7 +13,9 @@ each, one at a time: UMLS without a budget and --interval 5, WN18RR with
 --time-budget 300 (the default 90: its rules rank, the model only breaks
 ties) and --interval 30, FB15k-237 with --time-budget 420 and --interval 60
 (where the default is DegreEmbed at L = 3 without rules, see the table, its
-DegreEmbed L = 3 run is the default run).
+DegreEmbed L = 3 run is the default run).  --lr other than TrainConfig's
+(1e-3) trains with that Adam learning rate: the run is then not the
+default's, and its file and label name the rate.
 
 --model degreembed / drum trains that model (L = --num-steps) and ranks with
 it; --model default is `pyg-degreembed train`'s defaults: L from the data
@@ -54,6 +56,7 @@ from pyg_degreembed.evaluation.ranks import TrueAnswers  # noqa: E402
 from pyg_degreembed.interpret.applied_rules import check_mining  # noqa
 from pyg_degreembed.interpret.rule_length import (  # noqa: E402
     choose_rule_length)
+from pyg_degreembed.training.config import TrainConfig  # noqa: E402
 from pyg_degreembed.training.scorer import choose_scorer  # noqa: E402
 
 from common import (RESULTS, chosen_length, figure,  # noqa: E402
@@ -63,6 +66,7 @@ from common import (RESULTS, chosen_length, figure,  # noqa: E402
 MODELS = {'degreembed': DegreEmbedReasoner, 'drum': RuleReasoner,
           'default': DegreEmbedReasoner}
 FOLDER = os.path.join(RESULTS, 'time_to_accuracy')
+DEFAULT_LR = TrainConfig().lr
 #: AnyBURL-100s (2 threads): (learning + applying seconds, test MRR).
 ANYBURL = {'umls': (106 + 24, 0.934), 'wn18rr': (104 + 57, 0.481),
            'fb15k-237': (108 + 407, 0.281)}
@@ -121,7 +125,7 @@ def run(args):
     curve = Curve(model, data, valid[:, pick.sort().values], args.interval)
     curve.point(model, 'start')
     train_start = seconds()
-    result = fit(model, data, seed=args.seed, progress=False,
+    result = fit(model, data, seed=args.seed, lr=args.lr, progress=False,
                  callback=curve, time_budget=args.time_budget)
     train_end = seconds()
     scorer, choice = model, None
@@ -136,11 +140,13 @@ def run(args):
     metrics = test_metrics(ranks)
     total = seconds()
     print(f'test MRR {metrics["realistic"]["mrr"]:.4f} after {total:.0f}s')
-    name = f'{args.dataset}-{args.model}-L{num_steps}.json'
+    rate = '' if args.lr == DEFAULT_LR else f'-lr{args.lr:g}'
+    name = f'{args.dataset}-{args.model}-L{num_steps}{rate}.json'
     save_run(os.path.join('time_to_accuracy', name), {
         'dataset': args.dataset, 'model': args.model,
         'num_steps': num_steps, 'seed': args.seed,
         'time_budget': args.time_budget, 'interval': args.interval,
+        'lr': args.lr,
         'valid_sample_triples': pick.numel(), 'device': 'cpu'}, {
         'curve': curve.points,
         'sampling_seconds': curve.sampling_seconds,
@@ -168,6 +174,7 @@ def is_default(run) -> bool:
     r"""Whether :obj:`run` is the default at the rule length train chooses
     now (a default run at another length: what that length gave)."""
     return run['model'] == 'default' and \
+        run.get('lr', DEFAULT_LR) == DEFAULT_LR and \
         run['num_steps'] == chosen_length(run['dataset'])
 
 
@@ -175,7 +182,9 @@ def label(run) -> str:
     name = {'degreembed': 'DegreEmbed', 'drum': 'DRUM',
             'default': 'default' if is_default(run) else
             'default scorer'}[run['model']]
-    return f"{name} L={run['num_steps']}"
+    rate = run.get('lr', DEFAULT_LR)
+    return f"{name} L={run['num_steps']}" + (
+        '' if rate == DEFAULT_LR else f', lr {rate:g}')
 
 
 def reached(run, fraction=0.95):
@@ -263,6 +272,7 @@ def main():
     parser.add_argument('--interval', type=float, default=30.)
     parser.add_argument('--sample', type=int, default=500)
     parser.add_argument('--seed', type=int, default=0)
+    parser.add_argument('--lr', type=float, default=DEFAULT_LR)
     parser.add_argument('--table-only', action='store_true')
     args = parser.parse_args()
     if not args.table_only:

@@ -19,10 +19,15 @@ Variants (everything else as in reproduce.py):
               edge operators scaled by 1 / K against the identity): tells
               whether frozen-rho gains by its scale or by its per-entity
               values
+  mean-one-rho  rho = K * softmax(...): rows average 1 instead of summing
+              to 1, so that a uniform rho is DRUM's operators (the paper's
+              rho scales every edge by about 1 / K against the identity)
   steps3      L = 3 (with same-lr)
   bce         the paper's binary cross-entropy loss (with same-lr)
   no-decay-bce  no-decay with the binary cross-entropy loss
   lr3e-3      learning rate 3e-3 (with same-lr)
+  adamX       Adam learning rate X for the controllers, the degree
+              embedding at its defaults (1e-4, weight decay 0.1)
   dropoutP    dropout P on the degree embedding's BiLSTM output (training;
               with same-lr)
   no-decay-dropoutP  no-decay with that dropout
@@ -59,6 +64,17 @@ def uniform(model):
     freeze(model)
 
 
+def mean_one(model):
+    # rho's rows times K: they average 1 (a uniform rho is DRUM).
+    layer = model.edge_weight
+    summing_to_one = layer.weights_of_sets
+
+    def averaging_one(*args, **kwargs):
+        rho = summing_to_one(*args, **kwargs)
+        return rho._replace(table=rho.table * layer.num_edge_types)
+    layer.weights_of_sets = averaging_one
+
+
 # name: (model arguments, fit arguments, change to the built model).
 # Variants run before edge_weight_decay existed (or before edge_weight_lr)
 # say so: NO_DECAY, SAME_LR.
@@ -74,10 +90,13 @@ VARIANTS = {
     'ewlr3e-5': ({}, {'edge_weight_lr': 3e-5, **NO_DECAY}, None),
     'frozen-rho': ({}, {}, freeze),
     'uniform-rho': ({}, {}, uniform),
+    'mean-one-rho': ({}, {}, mean_one),
     'steps3': ({'num_steps': 3}, SAME_LR, None),
     'bce': ({}, {'loss': 'bce', **SAME_LR}, None),
     'no-decay-bce': ({}, {'loss': 'bce', **NO_DECAY}, None),
     'lr3e-3': ({}, {'lr': 3e-3, **SAME_LR}, None),
+    'adam3e-3': ({}, {'lr': 3e-3}, None),
+    'adam1e-2': ({}, {'lr': 1e-2}, None),
     'dropout0.2': ({'degree_dropout': 0.2}, SAME_LR, None),
     'dropout0.5': ({'degree_dropout': 0.5}, SAME_LR, None),
     'no-decay-dropout0.5': ({'degree_dropout': 0.5}, NO_DECAY, None),

@@ -1,7 +1,8 @@
 r"""The parts of the benchmark scripts that decide what a result means: the
 relation sample of ``benchmarks/rule_length.py`` (same graph, same filtered
-ranks as on the full KG) and the reachability share of
-``benchmarks/inductive.py``, against direct re-computations."""
+ranks as on the full KG), the reachability share of
+``benchmarks/inductive.py`` and the rho of ``variants.py``'s mean-one-rho,
+against direct re-computations."""
 import os
 import sys
 
@@ -9,7 +10,7 @@ import pytest
 import torch
 from torch_geometric import seed_everything
 
-from pyg_degreembed import DegreEmbedReasoner, compute_ranks
+from pyg_degreembed import DegreEmbedReasoner, RuleReasoner, compute_ranks
 from pyg_degreembed.data.kg import SPLITS, kg_data, split_triples
 from pyg_degreembed.evaluation.ranks import TIE_POLICIES
 
@@ -17,6 +18,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))), 'benchmarks'))
 from inductive import reachable  # noqa: E402
 from rule_length import restricted, sample_relations  # noqa: E402
+from variants import mean_one  # noqa: E402
 
 
 def random_kg(seed=0, N=25, R=6, n=260):
@@ -94,3 +96,28 @@ def test_reachable_shares_against_dense_matrix_powers():
         expected = sum(1 for k in first.values() if k <= hops) / head.numel()
         assert share == pytest.approx(expected)
     assert 0 < shares[1] < shares[3]
+
+
+def test_mean_one_rho_is_k_times_the_papers_and_uniform_is_drum():
+    data = random_kg(2)
+    seed_everything(0)
+    model = DegreEmbedReasoner(6, num_steps=2, embedding_dim=8,
+                               hidden_channels=8).eval()
+    head, relation, _ = split_triples(data, 'test')
+    papers = model.edge_weight(data)
+    assert torch.allclose(papers.sum(dim=1), torch.ones(data.num_nodes))
+    mean_one(model)
+    rho = model.edge_weight(data)
+    assert torch.allclose(rho, 12 * papers)
+    # With the output layer at zero, rho = 1 everywhere: DRUM's operators,
+    # so the scores are those of DRUM with the same controllers.
+    torch.nn.init.zeros_(model.edge_weight.lin.weight)
+    torch.nn.init.zeros_(model.edge_weight.lin.bias)
+    assert torch.allclose(model.edge_weight(data),
+                          torch.ones(data.num_nodes, 12))
+    drum = RuleReasoner(6, num_steps=2, embedding_dim=8,
+                        hidden_channels=8).eval()
+    drum.load_state_dict({k: v for k, v in model.state_dict().items()
+                          if not k.startswith('edge_weight.')})
+    assert torch.allclose(model(data, head, relation),
+                          drum(data, head, relation), atol=1e-6)
