@@ -6,7 +6,8 @@ import torch
 from pyg_degreembed import (RuleReasoner, compute_ranks, from_edge_index,
                             resolve_graph)
 from pyg_degreembed.evaluation.ranks import Ranks
-from pyg_degreembed.interpret.applied_rules import (AppliedRules, rule_counts,
+from pyg_degreembed.interpret.applied_rules import (AppliedRules, _dense_rank,
+                                                    _pack_rows, rule_counts,
                                                     type_counts)
 from pyg_degreembed.interpret.paths import pattern_of
 from pyg_degreembed.training.checkpoint import scorer_from_checkpoint
@@ -148,6 +149,21 @@ def test_scores_order_candidates_by_their_best_rules():
         # equal scores.
         assert torch.equal(lexicographic_ranks(expected),
                            lexicographic_ranks(scores[b].view(-1, 1)))
+
+
+@pytest.mark.parametrize('base', [4, 2 ** 30])
+def test_dense_rank_of_packed_rows_equals_unique(base):
+    # Rows (query, levels) with many repeats and a real-valued last column;
+    # with base 2^30 the rows do not fit in one integer and are ranked
+    # column by column.
+    gen = torch.Generator().manual_seed(0)
+    rows = torch.randint(0, 4, (300, 4), generator=gen)
+    last = torch.randint(0, 3, (300, ), generator=gen).double() / 7
+    packed = _pack_rows(rows, base)
+    assert packed.shape == ((300, 1) if base == 4 else (300, 4))
+    full = torch.cat([rows.double(), last.view(-1, 1)], dim=1)
+    expected = torch.unique(full, dim=0, return_inverse=True)[1]
+    assert torch.equal(_dense_rank(packed, last), expected)
 
 
 class Arange(torch.nn.Module):

@@ -343,19 +343,21 @@ class AppliedRules(Module):
         :rtype: :class:`torch.Tensor` of shape :obj:`[B, N, num_keys]`
         """
         B, N = head.numel(), graph.num_nodes
-        cell, keys = self._fired(graph, head, relation, remove_tail)
-        out = keys.new_zeros(B * N, self.num_keys)
-        out[cell] = keys
+        cell, levels, values = self._fired(graph, head, relation,
+                                           remove_tail)
+        out = values.new_zeros(B * N, self.num_keys)
+        out[cell] = values[levels]
         return out.view(B, N, self.num_keys)
 
     def _fired(self, graph, head, relation, remove_tail):
-        # The cells b * N + y that some rule reaches, sorted, and their keys.
+        # The cells b * N + y that some rule reaches, sorted, their keys as
+        # confidence levels, and the confidence of each level.
         path, constant = self._firings(graph, head, relation, remove_tail)
-        cell, conf = [path[0]], [self.confidence[path[1]]]
+        tables, firings = [self.confidence], [path]
         if constant is not None:
-            cell.append(constant[0])
-            conf.append(self.constant_rules.confidence[constant[1]])
-        return _best_keys(torch.cat(cell), torch.cat(conf), self.num_keys)
+            tables.append(self.constant_rules.confidence)
+            firings.append(constant)
+        return _best_keys(firings, tables, self.num_keys)
 
     def _firings(self, graph, head, relation, remove_tail):
         # Every rule that reaches an entity y for query b: the cells
@@ -409,9 +411,10 @@ class AppliedRules(Module):
         head = index_tensor(head, 'head').to(graph.device)
         relation = index_tensor(relation, 'relation').to(graph.device)
         B, N = head.numel(), graph.num_nodes
-        cell, keys = self._fired(graph, head, relation, remove_tail)
+        cell, levels, values = self._fired(graph, head, relation,
+                                           remove_tail)
         tail, _ = self._later_keys(graph, head, relation, remove_tail)
-        return self._score(cell, keys, tail, N).view(B, N)
+        return self._score(cell, levels, values.numel(), tail, N).view(B, N)
 
     @torch.no_grad()
     def score_with_unseen(self, graph: TypedGraph, head: Tensor,
@@ -451,9 +454,8 @@ class AppliedRules(Module):
         tail, tie = self._later_keys(graph, head, relation, remove_tail)
         out = []
         for u in unseen:
-            cell = [path[0]]
-            conf = [rule_confidence(self.support, self.groundings,
-                                    u)[path[1]]]
+            tables = [rule_confidence(self.support, self.groundings, u)]
+            firings = [path]
             if constant is not None:
                 value = rule_confidence(constants.support,
                                         constants.groundings, u)
@@ -461,12 +463,11 @@ class AppliedRules(Module):
                     raise ValueError(
                         f'u = {u:g} is below the u these rules were mined '
                         f'with: their constant rules lack some it keeps')
-                value = value[constant[1]]
-                kept = value >= MIN_CONFIDENCE
-                cell.append(constant[0][kept])
-                conf.append(value[kept])
-            keys = _best_keys(torch.cat(cell), torch.cat(conf), self.num_keys)
-            out.append(self._score(*keys, tail, N))
+                kept = value[constant[1]] >= MIN_CONFIDENCE
+                tables.append(value)
+                firings.append((constant[0][kept], constant[1][kept]))
+            cell, levels, values = _best_keys(firings, tables, self.num_keys)
+            out.append(self._score(cell, levels, values.numel(), tail, N))
         out.append(tie.view(-1))
         return torch.stack(out).view(-1, B, N)
 
@@ -486,16 +487,16 @@ class AppliedRules(Module):
         return tail, tie
 
     @staticmethod
-    def _score(cell, keys, tail, N):
+    def _score(cell, levels, num_levels, tail, N):
         # Scores [B * N]: the later keys where no rule reaches; the cells
         # that rules reach come above, in the lexicographic order of
         # (query, rule keys, later keys): their dense rank is monotone
         # within each query.
         score = tail.clone()
         if cell.numel():
-            rows = torch.cat([(cell // N).double().unsqueeze(-1), keys,
-                              tail[cell].unsqueeze(-1)], dim=-1)
-            rank = _dense_rank(rows)
+            rank = _dense_rank(_pack_rows(
+                torch.cat([(cell // N).unsqueeze(-1), levels], dim=-1),
+                num_levels), tail[cell])
             score[cell] = float(tail.max()) + 1. + rank.double()
         return score
 
@@ -637,44 +638,71 @@ def type_counts(data: Any, chunk_size: int = 4096) -> Tuple[Tensor, Tensor]:
     return support, groundings
 
 
-def _best_keys(cell: Tensor, conf: Tensor,
-               num_keys: int) -> Tuple[Tensor, Tensor]:
+def _best_keys(firings: List[Tuple[Tensor, Tensor]], tables: List[Tensor],
+               num_keys: int) -> Tuple[Tensor, Tensor, Tensor]:
     r"""The distinct cells (sorted) that rules reach and, per cell, the
-    confidences of its :obj:`num_keys` best rules, best first (0 where
-    fewer rules reach it).
+    confidences of its :obj:`num_keys` best rules, best first, as levels:
+    the confidences of all rules, 0 included, sorted and numbered from 0, so
+    that a cell reached by fewer rules has level 0 (confidence 0) in the
+    rest.  One sort of the firings by (cell, level) instead of one by
+    confidence and another by cell.
 
     Args:
-        cell (torch.Tensor): The cell each rule firing reaches, shape
-            :obj:`[F]`.
-        conf (torch.Tensor): The confidence of each firing's rule, shape
-            :obj:`[F]`.
+        firings (List[Tuple[torch.Tensor, torch.Tensor]]): Per table, the
+            cell each rule firing reaches and the rule's row in the table,
+            shapes :obj:`[F_i]`.
+        tables (List[torch.Tensor]): Per table, the rules' confidences
+            (:math:`\geq 0`).
         num_keys (int): Rules compared per cell.
 
-    :rtype: (:class:`torch.Tensor` :obj:`[C]`, :class:`torch.Tensor`
-        :obj:`[C, num_keys]`)
+    :rtype: (cells :obj:`[C]`, levels :obj:`[C, num_keys]`, the confidence
+        of each level :obj:`[V]`)
     """
-    order = torch.argsort(conf, descending=True, stable=True)
-    order = order[torch.argsort(cell[order], stable=True)]
-    cell, conf = cell[order], conf[order]
+    zero = tables[0].new_zeros(1)
+    values, inverse = torch.unique(torch.cat([zero] + tables),
+                                   return_inverse=True)
+    V = values.numel()
+    level_of = inverse[1:].split([t.numel() for t in tables])
+    cell = torch.cat([c for c, _ in firings])
+    level = torch.cat([table_level[rule] for (_, rule), table_level
+                       in zip(firings, level_of)])
+    # Ascending cells; within a cell, descending confidence.
+    key = torch.sort(cell * V + (V - 1 - level)).values
+    cell = key // V
+    level = (V - 1) - (key - cell * V)
     first = torch.searchsorted(cell, cell)
     position = torch.arange(cell.numel(), device=cell.device) - first
     cells, index = torch.unique_consecutive(cell, return_inverse=True)
     keep = position < num_keys
-    keys = conf.new_zeros(cells.numel(), num_keys)
-    keys[index[keep], position[keep]] = conf[keep]
-    return cells, keys
+    levels = level.new_zeros(cells.numel(), num_keys)
+    levels[index[keep], position[keep]] = level[keep]
+    return cells, levels, values
 
 
-def _dense_rank(rows: Tensor) -> Tensor:
-    # The rank of each row among the distinct rows in lexicographic order
-    # (what unique(dim=0, return_inverse=True) gives, a few times faster):
-    # stable sorts by the last column first.
+def _pack_rows(rows: Tensor, base: int) -> Tensor:
+    r"""Rows of non-negative integers, their last columns below
+    :obj:`base`, as one integer each in the same lexicographic order where
+    that fits in 63 bits (else the rows themselves)."""
+    largest = int(rows[:, 0].max()) + 1
+    if largest * base ** (rows.size(1) - 1) >= 2 ** 63:
+        return rows
+    packed = rows[:, 0].clone()
+    for column in range(1, rows.size(1)):
+        packed.mul_(base).add_(rows[:, column])
+    return packed.unsqueeze(-1)
+
+
+def _dense_rank(rows: Tensor, last: Tensor) -> Tensor:
+    # The rank of each row of [rows | last] among the distinct rows in
+    # lexicographic order (what unique(dim=0, return_inverse=True) gives, a
+    # few times faster): stable sorts by the last column first.
+    columns = [last] + [rows[:, c] for c in range(rows.size(1) - 1, -1, -1)]
     order = torch.arange(rows.size(0), device=rows.device)
-    for column in range(rows.size(1) - 1, -1, -1):
-        order = order[torch.argsort(rows[order, column], stable=True)]
-    ordered = rows[order]
+    for column in columns:
+        order = order[torch.argsort(column[order], stable=True)]
     new = torch.ones(rows.size(0), dtype=torch.long, device=rows.device)
-    new[1:] = (ordered[1:] != ordered[:-1]).any(dim=1)
+    new[1:] = (rows[order[1:]] != rows[order[:-1]]).any(dim=1) | \
+        (last[order[1:]] != last[order[:-1]])
     rank = torch.empty_like(new)
     rank[order] = new.cumsum(0) - 1
     return rank
