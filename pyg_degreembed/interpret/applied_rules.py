@@ -644,8 +644,9 @@ def _best_keys(firings: List[Tuple[Tensor, Tensor]], tables: List[Tensor],
     confidences of its :obj:`num_keys` best rules, best first, as levels:
     the confidences of all rules, 0 included, sorted and numbered from 0, so
     that a cell reached by fewer rules has level 0 (confidence 0) in the
-    rest.  One sort of the firings by (cell, level) instead of one by
-    confidence and another by cell.
+    rest.  The firings are sorted once, by the integer
+    :math:`\mathrm{cell} \cdot V + (V - 1 - \mathrm{level})` of :math:`V`
+    levels.
 
     Args:
         firings (List[Tuple[torch.Tensor, torch.Tensor]]): Per table, the
