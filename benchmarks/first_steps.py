@@ -53,14 +53,14 @@ def curve(data, variant, num_steps, steps, every, sample, true_answers):
         return compute_ranks(model, data, sample,
                              true_answers=true_answers).metrics()['mrr']
     points = [[0, mrr()]]
-    done = [0]  # optimisation steps over all epochs
+    done = 0  # optimisation steps over all epochs
 
     def callback(epoch, step):
-        done[0] += 1
-        if done[0] % every == 0:
-            points.append([done[0], mrr()])
-            print(f'{variant} step {done[0]}: {points[-1][1]:.4f}',
-                  flush=True)
+        nonlocal done
+        done += 1
+        if done % every == 0:
+            points.append([done, mrr()])
+            print(f'{variant} step {done}: {points[-1][1]:.4f}', flush=True)
     fit(model, data, progress=False, callback=callback, max_steps=steps,
         adapt_threads=False, log=lambda line: None, **fit_kwargs)
     return points

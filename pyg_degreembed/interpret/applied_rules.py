@@ -671,9 +671,11 @@ def _best_keys(firings: List[Tuple[Tensor, Tensor]], tables: List[Tensor],
     key = torch.sort(cell * V + (V - 1 - level)).values
     cell = key // V
     level = (V - 1) - (key - cell * V)
-    first = torch.searchsorted(cell, cell)
-    position = torch.arange(cell.numel(), device=cell.device) - first
-    cells, index = torch.unique_consecutive(cell, return_inverse=True)
+    cells, index, counts = torch.unique_consecutive(
+        cell, return_inverse=True, return_counts=True)
+    # Each firing's place among its cell's, from the cell's first firing.
+    position = torch.arange(cell.numel(), device=cell.device) - \
+        (counts.cumsum(0) - counts)[index]
     keep = position < num_keys
     levels = level.new_zeros(cells.numel(), num_keys)
     levels[index[keep], position[keep]] = level[keep]
