@@ -20,7 +20,10 @@ that checkout:
 * --what rules-ranking: the filtered test ranks of those rules (no
   tie-break), seconds;
 * --what model-ranking: the filtered test ranks of an untrained DegreEmbed
-  (--model drum: DRUM) of rule length --num-steps, seconds;
+  (--model drum: DRUM) of rule length --num-steps, seconds; with
+  --train-seconds S, of one trained for S seconds first (fit's defaults,
+  once, in checkout B; both checkouts load its weights), whose attention
+  has left the uniform start;
 * --what reach-shares: reach_shares up to --num-steps edges (what
   --steps auto measures), seconds;
 * --what choice: choose_scorer with an untrained DegreEmbed of rule length
@@ -37,6 +40,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 
 from common import machine, write_json
 
@@ -104,9 +108,25 @@ data = load_dataset(sys.argv[1])
 seed_everything(0)
 cls = DegreEmbedReasoner if sys.argv[3] == 'degreembed' else RuleReasoner
 model = cls(data.num_relations, num_steps=int(sys.argv[4]))
+if sys.argv[7] != '-':
+    import torch
+    model.load_state_dict(torch.load(sys.argv[7], weights_only=True))
 start = time.perf_counter()
 compute_ranks(model, data, 'test')
 print(time.perf_counter() - start)
+'''
+TRAIN = r'''
+import sys, torch
+from torch_geometric import seed_everything
+from pyg_degreembed import DegreEmbedReasoner, RuleReasoner, fit
+from pyg_degreembed.data.datasets import load_dataset
+data = load_dataset(sys.argv[1])
+seed_everything(0)
+cls = DegreEmbedReasoner if sys.argv[3] == 'degreembed' else RuleReasoner
+model = cls(data.num_relations, num_steps=int(sys.argv[4]))
+fit(model, data, seed=0, progress=False, time_budget=float(sys.argv[8]))
+torch.save(model.state_dict(), sys.argv[7])
+print(0.0)
 '''
 REACH = r'''
 import sys, time
@@ -135,17 +155,18 @@ CODE = {'steps': STEP, 'mining': RULES, 'rules-ranking': RULES,
         'choice': CHOICE}
 
 
-def run(checkout, args, model):
+def run(checkout, args, model, code=None, extra=('-', )):
     # Run in the checkout: `python -c` puts the working directory first on
     # sys.path, ahead of PYTHONPATH, so that is where the package comes from.
     checkout = os.path.abspath(checkout)
     dataset = os.path.abspath(args.dataset) if os.path.exists(
         args.dataset) else args.dataset
     code = 'import pyg_degreembed; print(pyg_degreembed.__file__)\n' + \
-        CODE[args.what]
+        (code or CODE[args.what])
     out = subprocess.run([sys.executable, '-c', code, dataset,
                           str(args.batches), model,
-                          str(args.num_steps), args.what, args.device],
+                          str(args.num_steps), args.what, args.device,
+                          *extra],
                          env=dict(os.environ, PYTHONPATH=checkout),
                          cwd=checkout, capture_output=True, text=True,
                          check=True)
@@ -182,12 +203,23 @@ def main():
                         help='of --what steps: cpu, cuda, ...')
     parser.add_argument('--tag', default=None,
                         help='appended to the name of the result file')
+    parser.add_argument('--train-seconds', type=float, default=None,
+                        help='of --what model-ranking: rank with a model '
+                        'trained this long (see above)')
     args = parser.parse_args()
     model_b = args.model_b or args.model
+    weights = '-'
+    if args.train_seconds is not None:
+        if args.what != 'model-ranking' or model_b != args.model:
+            parser.error('--train-seconds is for --what model-ranking of '
+                         'one model')
+        weights = os.path.join(tempfile.mkdtemp(), 'weights.pt')
+        run(args.b, args, args.model, TRAIN,
+            (weights, str(args.train_seconds)))
     rounds = []
     for r in range(args.rounds):
-        a = run(args.a, args, args.model)
-        b = run(args.b, args, model_b)
+        a = run(args.a, args, args.model, extra=(weights, ))
+        b = run(args.b, args, model_b, extra=(weights, ))
         rounds.append({'a': a, 'b': b, 'ratio': b / a})
         print(f'round {r + 1}: A {1e3 * a:.1f} ms  B {1e3 * b:.1f} ms  '
               f'B/A {b / a:.3f}', flush=True)
@@ -213,7 +245,7 @@ def main():
         'commits': [commit(args.a), commit(args.b)],
         'command': ' '.join(sys.argv),
         'what': args.what, 'dataset': args.dataset, 'model': args.model,
-        'model_b': model_b,
+        'model_b': model_b, 'train_seconds': args.train_seconds,
         'num_steps': args.num_steps, 'device': args.device,
         'rounds': rounds, 'median_ratio': median,
         'machine': machine()})

@@ -27,6 +27,58 @@ def test_forward_equals_dense_recomputation(random_graph, cls, mode, rank,
 
 
 @pytest.mark.parametrize('cls', [RuleReasoner, DegreEmbedReasoner])
+@pytest.mark.parametrize('mode,costs', [
+    ('grouped', None), ('auto', (0., 0., 0.)), ('auto', (1e9, 0., 0.)),
+    ('auto', None)])
+@pytest.mark.parametrize('rank,num_steps', [(1, 2), (3, 3)])
+def test_inference_by_relation_groups_equals_dense_recomputation(
+        random_graph, cls, mode, costs, rank, num_steps, device,
+        monkeypatch):
+    # In inference the queries of one relation and rank hop together
+    # (propagate_groups) once that is cheaper: with the cost of the grouped
+    # hop set to zero every hop is grouped, with a huge cost none is; blocks
+    # of 2 columns split the groups.  Queries in mixed order, relations
+    # repeated.
+    if costs is not None:
+        monkeypatch.setattr(TypedGraph, 'GROUPED_COSTS', costs)
+    monkeypatch.setattr(TypedGraph, 'GROUP_COLUMNS', 2)
+    torch.manual_seed(0)
+    edge_index, edge_type, N, K = random_graph
+    model = cls(K // 2, num_steps=num_steps, rank=rank, embedding_dim=8,
+                hidden_channels=6).eval()
+    head = torch.tensor([0, 3, 3, 7, 11, 5, 2, 9, 3])
+    relation = torch.tensor([5, 1, 5, 7, 1, 5, 0, 1, 6])
+    expected = reference_scores(model, edge_index, edge_type, N, head,
+                                relation)
+    graph = TypedGraph(*random_graph).to(device)
+    hops = []
+    spy = graph.propagate_groups
+    graph.propagate_groups = lambda *args: hops.append(1) or spy(*args)
+    with torch.no_grad():
+        scores = model.to(device)(graph, head.to(device),
+                                  relation.to(device), mode=mode)
+    assert scores.shape == (9, N) and scores.is_contiguous()
+    assert torch.allclose(scores.double().cpu(), expected, atol=1e-5)
+    if mode == 'grouped' or costs == (0., 0., 0.):
+        assert len(hops) == num_steps
+    elif costs is not None:
+        assert not hops
+
+
+def test_grouped_mode_is_for_inference_only(random_graph):
+    model = RuleReasoner(4, num_steps=2)
+    graph = TypedGraph(*random_graph)
+    head, relation = torch.tensor([0]), torch.tensor([1])
+    with pytest.raises(ValueError, match='inference'):
+        model(graph, head, relation, mode='grouped')  # training mode
+    model.eval()
+    with pytest.raises(ValueError, match='inference'):
+        model(graph, head, relation, mode='grouped')  # gradients on
+    with torch.no_grad(), pytest.raises(ValueError, match='inference'):
+        model(graph, head, relation, remove_tail=head, mode='grouped')
+
+
+@pytest.mark.parametrize('cls', [RuleReasoner, DegreEmbedReasoner])
 @pytest.mark.parametrize('mode', ['dense', 'sparse'])
 def test_query_edge_removal_equals_graph_without_it(random_graph, cls, mode):
     torch.manual_seed(0)

@@ -64,6 +64,44 @@ def test_one_hop_equals_dense_operators(random_graph, mode, density,
     assert_same_gradients(grads, expected_grads, x)
 
 
+@pytest.mark.parametrize('with_rho', [False, True])
+def test_grouped_hop_equals_dense_operators(random_graph, with_rho, device):
+    # Blocks of columns that share their weights, several blocks per group
+    # (as RuleReasoner's inference splits them), on a graph with duplicate
+    # edges and a self-loop (the diagonal of A_g then adds to an edge).
+    edge_index, edge_type, N, K = random_graph
+    graph = TypedGraph(*random_graph).to(device)
+    M = dense_operators(edge_index, edge_type, N, K)
+    x, a, rho, s = (t.detach() for t in hop_inputs(N, K, 3, 0.5, seed=2))
+    widths, group = [2, 1, 3, 2], [0, 0, 1, 2]
+    blocks = random_signals(N, sum(widths), 0.5, seed=4).split(widths, dim=1)
+    out = graph.propagate_groups([b.contiguous().to(device) for b in blocks],
+                                 group, a.to(device),
+                                 rho.to(device) if with_rho else None,
+                                 s.to(device))
+    for block, g, got in zip(blocks, group, out):
+        columns = block.size(1)
+        expected = reference_hop(
+            M, block, a[:, [g]].expand(K, columns),
+            rho if with_rho else torch.ones(N, K, dtype=torch.double),
+            s[[g]].expand(columns))
+        assert got.shape == block.shape
+        assert torch.allclose(got.cpu(), expected)
+
+
+def test_grouped_hop_refuses_per_query_rows(random_graph):
+    from pyg_degreembed import SourceWeights
+    edge_index, edge_type, N, K = random_graph
+    graph = TypedGraph(*random_graph)
+    rho = SourceWeights(torch.rand(2, K), torch.zeros(N, dtype=torch.long),
+                        torch.tensor([3]), torch.tensor([1]))
+    with pytest.raises(ValueError, match='per-query rows'):
+        graph.propagate_groups([torch.rand(N, 1)], [0], torch.rand(K, 1),
+                               rho)
+    with pytest.raises(ValueError, match="'group'"):
+        graph.propagate_groups([torch.rand(N, 1)], [0, 0], torch.rand(K, 1))
+
+
 @pytest.mark.parametrize('mode', ['dense', 'sparse'])
 def test_removed_edges_equal_graph_without_them(random_graph, mode):
     edge_index, edge_type, N, K = random_graph

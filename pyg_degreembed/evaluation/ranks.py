@@ -422,10 +422,13 @@ def _local_ranks(model, graph, triples, true_answers, batch_size,
     else:
         # The scores depend on the head and relation only: each distinct
         # query is scored once and all its answers ranked on that row.
-        key, query_of = torch.unique(head * K + relation,
+        # Sorted by relation, so that a batch holds few relations (the
+        # model's groups of one relation, see RuleReasoner.forward).
+        N = true_answers.num_nodes
+        key, query_of = torch.unique(relation * N + head,
                                      return_inverse=True)
-        query_head = torch.div(key, K, rounding_mode='floor')
-        query_relation = key % K
+        query_head = key % N
+        query_relation = torch.div(key, N, rounding_mode='floor')
     members = torch.argsort(query_of, stable=True)
     ptr = torch.cat([query_of.new_zeros(1), torch.bincount(
         query_of, minlength=query_head.numel()).cumsum(0)]).tolist()

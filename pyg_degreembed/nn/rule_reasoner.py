@@ -10,6 +10,7 @@ from torch_geometric.nn.inits import reset
 
 from pyg_degreembed.data.kg import (check_positive_ints, index_tensor,
                                     query_edges)
+from pyg_degreembed.data.ragged import ragged_arange
 from pyg_degreembed.data.resolve import resolve_graph
 from pyg_degreembed.data.typed_graph import Signals, SourceWeights, TypedGraph
 from pyg_degreembed.nn.degree_embedding import DegreeEmbedding
@@ -255,13 +256,26 @@ class RuleReasoner(Module):
                 relation[b], remove_tail[b])` nor its inverse, for that query
                 only. (default: :obj:`None`)
             mode (str, optional): Propagation mode, see
-                :meth:`TypedGraph.propagate`. (default: :obj:`"auto"`)
+                :meth:`TypedGraph.propagate`.  In inference (evaluation
+                mode, no gradients, no :obj:`remove_tail`), :obj:`"auto"`
+                takes each hop either sparse or, once cheaper, grouped:
+                the queries of one relation at one rank as one sparse
+                matrix product (:meth:`TypedGraph.propagate_groups`);
+                :obj:`"grouped"` takes every hop so. (default:
+                :obj:`"auto"`)
 
         :rtype: :class:`torch.Tensor` of shape :obj:`[B, N]`
         """
         graph, (head, relation) = self._parse(
             edge_index, edge_type, [head, relation], num_nodes,
             ('head', 'relation'))
+        inference = remove_tail is None and not self.training and \
+            not torch.is_grad_enabled()
+        if mode == 'grouped' and not inference:
+            raise ValueError("mode='grouped' is for inference: in evaluation "
+                             "mode, without gradients and 'remove_tail'")
+        if inference and mode in ('auto', 'grouped'):
+            return self._infer(graph, head, relation, mode)
         N, B, T = graph.num_nodes, head.numel(), self.rank
         x, a, rho, removed = self._walk(graph, head, relation, remove_tail,
                                         mode)
@@ -281,6 +295,66 @@ class RuleReasoner(Module):
             0, torch.div(x.column, T, rounding_mode='floor') * N + x.node,
             x.value)
         return scores.view(B, N)
+
+    def _infer(self, graph: TypedGraph, head: Tensor, relation: Tensor,
+               mode: str) -> Tensor:
+        # forward() in inference: the queries of one relation at one rank
+        # share their attention, so once the signals have spread, each
+        # such group takes its hops as one sparse matrix product
+        # (TypedGraph.propagate_groups); hops before that are sparse.
+        self._check_input(graph, head, relation)
+        N, B, T, K = graph.num_nodes, head.numel(), self.rank, \
+            self.num_edge_types
+        order = torch.argsort(relation, stable=True)
+        unique, counts = torch.unique_consecutive(relation[order],
+                                                  return_counts=True)
+        # Group g = u * T + j holds the queries of relation unique[u] at
+        # rank j; column c of the signals belongs to group[c] and query
+        # query[c].
+        sizes = counts.repeat_interleave(T)
+        group, position = ragged_arange(
+            (torch.cumsum(counts, 0) - counts).repeat_interleave(T), sizes,
+            B * T)
+        query = order[position]
+        attention = self.operator_attention(unique).flatten(0, 1)
+        rho = self.source_weights(graph)
+        x = Signals.one_hot(head[query], attention.new_ones(B * T))
+        blocks = None
+        for step in range(self.num_steps):
+            a = attention[:, step]  # [G, K + 1]
+            if blocks is None and mode == 'auto' and \
+                    not graph.groups_are_cheaper(x, a.size(0)):
+                a = a.index_select(0, group).t()
+                x = graph.propagate(x, a[:K], rho, a[K], None, 'sparse')
+                x = x.normalize(self.eps)
+                continue
+            if blocks is None:
+                # Blocks of at most GROUP_COLUMNS columns of one group.
+                width, block_group = [], []
+                for g, n in enumerate(sizes.tolist()):
+                    for lo in range(0, n, graph.GROUP_COLUMNS):
+                        width.append(min(graph.GROUP_COLUMNS, n - lo))
+                        block_group.append(g)
+                blocks = [b.contiguous() for b in
+                          x.to_dense(N).split(width, dim=1)]
+            blocks = graph.propagate_groups(blocks, block_group,
+                                            a[:, :K].t(), rho, a[:, K])
+            for block in blocks:
+                block.div_(block.sum(dim=0).clamp(min=self.eps))
+        if blocks is None:  # every hop sparse: sum the entries over ranks
+            return x.value.new_zeros(B * N).index_add(
+                0, query.index_select(0, x.column) * N + x.node,
+                x.value).view(B, N)
+        # Sum over the ranks (the T groups of each relation), then back in
+        # the order of the queries.
+        dense = torch.cat(blocks, dim=1)
+        starts = [0] + torch.cumsum(counts, 0).tolist()
+        summed = torch.cat([
+            dense[:, T * lo:T * hi].reshape(N, T, hi - lo).sum(dim=1)
+            for lo, hi in zip(starts[:-1], starts[1:])], dim=1)
+        out = summed.new_empty(B, N)
+        out[order] = summed.t()
+        return out
 
     def score(self, edge_index: Any, edge_type: Optional[Tensor] = None,
               head: Optional[Tensor] = None,
