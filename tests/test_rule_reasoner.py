@@ -59,6 +59,9 @@ def test_inference_by_relation_groups_equals_dense_recomputation(
                                   relation.to(device), mode=mode)
     assert scores.shape == (9, N) and scores.is_contiguous()
     assert torch.allclose(scores.double().cpu(), expected, atol=1e-5)
+    none = head[:0].to(device)
+    with torch.no_grad():
+        assert model(graph, none, none, mode=mode).shape == (0, N)
     if mode == 'grouped' or costs == (0., 0., 0.):
         assert len(hops) == num_steps
     elif costs is not None:

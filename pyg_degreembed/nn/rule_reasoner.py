@@ -305,6 +305,8 @@ class RuleReasoner(Module):
         self._check_input(graph, head, relation)
         N, B, T, K = graph.num_nodes, head.numel(), self.rank, \
             self.num_edge_types
+        if B == 0:
+            return self.query_embedding.weight.new_zeros(0, N)
         order = torch.argsort(relation, stable=True)
         unique, counts = torch.unique_consecutive(relation[order],
                                                   return_counts=True)
