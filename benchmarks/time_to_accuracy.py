@@ -199,8 +199,9 @@ def table():
     datasets = [d for d in ANYBURL if any(r['dataset'] == d for r in runs)]
     lines = ['| dataset | model | test MRR (realistic) | total seconds | '
              'training | mining and choice | test | seconds to 95 % of the '
-             'best sampled valid MRR | epochs completed | scorer |',
-             '|---' * 10 + '|']
+             'best sampled valid MRR | epochs completed | training steps '
+             '| scorer |',
+             '|---' * 11 + '|']
     fig, axes = figure(1, max(len(datasets), 1),
                        (4.5 * max(len(datasets), 1), 3.6))
     for ax, dataset in zip(axes[0], datasets):
@@ -213,7 +214,8 @@ def table():
                 f"| {dataset} | {label(r)} | {r['test_mrr_realistic']:.3f} "
                 f"| {r['total_seconds']:.0f} | {train:.0f} | {choice:.0f} "
                 f"| {r['test_seconds']:.0f} | {reached(r):.0f} | "
-                f"{r['epochs']} | {r['scorer']} |")
+                f"{r['epochs']} | {r.get('train_steps', '–')} | "
+                f"{r['scorer']} |")
             xs, ys = zip(*r['curve'])
             line, = ax.plot(xs, ys, label=label(r), linewidth=1)
             ax.plot([r['total_seconds']], [r['test_mrr_realistic']], 'o',
@@ -221,7 +223,7 @@ def table():
         seconds_, mrr = ANYBURL[dataset]
         lines.append(f'| {dataset} | AnyBURL-100s (given) | {mrr:.3f} | '
                      f'{seconds_} | 100 | – | {seconds_ - 100} | – | – | '
-                     'rules |')
+                     '– | rules |')
         ax.plot([seconds_], [mrr], '*', color='black', markersize=10,
                 label='AnyBURL-100s (given)')
         ax.set(title=dataset, xlabel='seconds from process start',
@@ -230,7 +232,9 @@ def table():
     lines += ['', 'Seconds from process start (total) and spent training, '
               'mining the rules and choosing the scorer on validation (the '
               'sampled validation curve included), and ranking the test '
-              'set. Figure: MRR on a fixed sample of '
+              'set; training steps where the run counted them (the '
+              'shared host\'s speed varies between days). Figure: MRR on a '
+              'fixed sample of '
               'validation triples during training (lines) and test MRR at '
               'the end (dots).']
     fig.tight_layout()
