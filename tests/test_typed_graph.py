@@ -87,6 +87,13 @@ def test_grouped_hop_equals_dense_operators(random_graph, with_rho, device):
             s[[g]].expand(columns))
         assert got.shape == block.shape
         assert torch.allclose(got.cpu(), expected)
+    # Without the identity, one block of the last of three groups.
+    got, = graph.propagate_groups([blocks[3].contiguous().to(device)], [2],
+                                  a.to(device))
+    expected = reference_hop(M, blocks[3], a[:, [2]].expand(K, 2),
+                             torch.ones(N, K, dtype=torch.double),
+                             torch.zeros(2, dtype=torch.double))
+    assert torch.allclose(got.cpu(), expected)
 
 
 def test_grouped_hop_refuses_per_query_rows(random_graph):

@@ -210,8 +210,8 @@ class TypedGraph:
     SPARSE_THRESHOLD = 0.3
     # The cost of propagate_groups per (edge, column), per (node, column)
     # and per (edge or node, group), in units of one expanded element of the
-    # sparse hop (about 110 ns on 2 cores); fitted to hop timings on
-    # FB15k-237 and WN18RR (benchmarks/results/ab_model-ranking_*grouped*).
+    # sparse hop (about 110 ns on 2 cores); fitted by hand to the per-hop
+    # timings on FB15k-237 and WN18RR quoted in the performance guide.
     GROUPED_COSTS = (0.001, 0.03, 0.03)
     # Columns per block of propagate_groups: the sparse-dense product is
     # 1.5-2x faster on blocks of 32 columns than on 256 (FB15k-237, WN18RR).
@@ -484,7 +484,7 @@ class TypedGraph:
         # The rows of every A_g + s_g I: in-edges and the diagonal, the
         # diagonal as edge type K.
         if self_weight is None:
-            self_weight = type_weight.new_zeros(len(x))
+            self_weight = type_weight.new_zeros(type_weight.size(1))
         weight = torch.cat([type_weight, self_weight.view(1, -1)])
         typ, src = self.loop_type, self.loop_src
         edge = typ < K
