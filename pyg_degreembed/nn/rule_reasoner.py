@@ -7,6 +7,7 @@ from torch import Tensor
 from torch.nn import LSTM, Embedding, Linear, Module, ModuleList
 from torch.utils.checkpoint import checkpoint
 from torch_geometric.nn.inits import reset
+from torch_geometric.utils import cumsum
 
 from pyg_degreembed.data.kg import (check_positive_ints, index_tensor,
                                     query_edges)
@@ -314,9 +315,9 @@ class RuleReasoner(Module):
         # rank j; column c of the signals belongs to group[c] and query
         # query[c].
         sizes = counts.repeat_interleave(T)
-        group, position = ragged_arange(
-            (torch.cumsum(counts, 0) - counts).repeat_interleave(T), sizes,
-            B * T)
+        ptr = cumsum(counts)  # the queries of relation unique[u]
+        group, position = ragged_arange(ptr[:-1].repeat_interleave(T),
+                                        sizes, B * T)
         query = order[position]
         attention = self.operator_attention(unique).flatten(0, 1)
         rho = self.source_weights(graph)
@@ -350,10 +351,10 @@ class RuleReasoner(Module):
         # Sum over the ranks (the T groups of each relation), then back in
         # the order of the queries.
         dense = torch.cat(blocks, dim=1)
-        starts = [0] + torch.cumsum(counts, 0).tolist()
+        ptr = ptr.tolist()
         summed = torch.cat([
             dense[:, T * lo:T * hi].reshape(N, T, hi - lo).sum(dim=1)
-            for lo, hi in zip(starts[:-1], starts[1:])], dim=1)
+            for lo, hi in zip(ptr[:-1], ptr[1:])], dim=1)
         out = summed.new_empty(B, N)
         out[order] = summed.t()
         return out
