@@ -29,7 +29,9 @@ that checkout:
 * --what choice: choose_scorer with an untrained DegreEmbed of rule length
   --num-steps (the rules mined, ranked on validation with each u, the
   model ranked, the choice), seconds.
-Prints the per-round times and the median ratio B / A; writes
+Every process keeps freed memory for reuse (retain_freed_memory(), as the
+command line does).  Prints the per-round times and the median ratio B / A;
+writes
 benchmarks/results/ab_steps_<dataset>.json (ab_steps_<dataset>_<model>_L<L>
 for other models or rule lengths; ab_<what>_<dataset>_L<L> for the others,
 with _<model> for model-ranking; then _<device> off the CPU; --tag TAG
@@ -161,7 +163,8 @@ def run(checkout, args, model, code=None, extra=('-', )):
     checkout = os.path.abspath(checkout)
     dataset = os.path.abspath(args.dataset) if os.path.exists(
         args.dataset) else args.dataset
-    code = 'import pyg_degreembed; print(pyg_degreembed.__file__)\n' + \
+    code = ('import pyg_degreembed; print(pyg_degreembed.__file__)\n'
+            'pyg_degreembed.retain_freed_memory()\n') + \
         (code or CODE[args.what])
     out = subprocess.run([sys.executable, '-c', code, dataset,
                           str(args.batches), model,

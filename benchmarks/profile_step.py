@@ -10,7 +10,8 @@ A step is what ab_steps.py times: the negative log-likelihood of a batch of
 and an Adam update.  Below the operators, the step's parts (the forward
 pass's rho, hops and attention, the backward pass, the update) with the
 time spent in each on the host and on the device, from profiler ranges
-around those methods.  Writes
+around those methods.  Freed memory is kept for reuse, as the command line
+does (retain_freed_memory()).  Writes
 results/profile_step_<dataset>_<model>_L<L>_<device>.txt.
 """
 import argparse
@@ -21,7 +22,8 @@ import torch
 from torch_geometric import seed_everything
 
 from pyg_degreembed import (DegreEmbedReasoner, DegreeEmbedding,
-                            RuleReasoner, TypedGraph, resolve_graph)
+                            RuleReasoner, TypedGraph, resolve_graph,
+                            retain_freed_memory)
 from pyg_degreembed.data.kg import split_triples
 from pyg_degreembed.evaluation.ranks import both_directions
 from pyg_degreembed.training.files import atomic_write
@@ -56,6 +58,7 @@ def main():
     parser.add_argument('--batch-size', type=int, default=128)
     parser.add_argument('--device', default='cpu')
     args = parser.parse_args()
+    retain_freed_memory()  # as the command line does
     device = torch.device(args.device)
     data = load_benchmark(args.dataset)
     graph = resolve_graph(data, num_relations=data.num_relations,
