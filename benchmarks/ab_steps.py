@@ -31,11 +31,10 @@ that checkout:
   model ranked, the choice), seconds.
 Every process keeps freed memory for reuse (retain_freed_memory(), as the
 command line does).  Prints the per-round times and the median ratio B / A;
-writes
-benchmarks/results/ab_steps_<dataset>.json (ab_steps_<dataset>_<model>_L<L>
-for other models or rule lengths; ab_<what>_<dataset>_L<L> for the others,
-with _<model> for model-ranking; then _<device> off the CPU; --tag TAG
-appends _TAG).
+writes benchmarks/results/ab_steps_<dataset>.json
+(ab_steps_<dataset>_<model>_L<L> for other models or rule lengths;
+ab_<what>_<dataset>_L<L> for the others, with _<model> for model-ranking;
+then _<device> off the CPU; --tag TAG appends _TAG).
 """
 import argparse
 import os
