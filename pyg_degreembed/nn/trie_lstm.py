@@ -98,7 +98,6 @@ class TrieLSTM(torch.autograd.Function):
                                                           grad_out)
         grad_cell = torch.zeros_like(cell)
         grad_gates = torch.empty_like(gates)  # w.r.t. the pre-activations
-        grad_weight = torch.zeros_like(weight_hh)
         first, second = _scratch(gates, level_ptr, d, 2)
         for level in range(len(level_ptr) - 2, -1, -1):
             lo, hi = level_ptr[level], level_ptr[level + 1]
@@ -120,10 +119,13 @@ class TrieLSTM(torch.autograd.Function):
             torch.index_select(cell, 0, rows, out=tmp)
             sigmoid_backward(tmp.mul_(dc), f, grad_input=df)
             grad_cell.index_add_(0, rows, torch.mul(dc, f, out=tmp))
-            grad_weight.addmm_(grad_gates[lo:hi].t(),
-                               torch.index_select(hidden, 0, rows, out=tmp))
             grad_hidden.index_add_(
                 0, rows, torch.mm(grad_gates[lo:hi], weight_hh, out=tmp))
+        # The recurrent weight's gradient over all levels below the roots
+        # at once: one large product instead of one per level.
+        below = level_ptr[1]
+        grad_weight = torch.mm(grad_gates[below:].t(),
+                               hidden.index_select(0, parent[below:]))
         grad_projection = gates.new_zeros(ctx.num_tokens, gates.size(1))
         grad_projection.index_add_(0, token, grad_gates)
         return grad_projection, grad_weight, None, None, None, None
