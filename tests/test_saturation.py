@@ -4,7 +4,8 @@ import pytest
 import torch
 
 from pyg_degreembed import TypedGraph, from_edge_index
-from pyg_degreembed.interpret.paths import path_counts, pattern_of
+from pyg_degreembed.interpret.paths import (expand_paths, path_counts,
+                                            pattern_of)
 from pyg_degreembed.interpret.saturation import saturation, saturation_table
 
 from conftest import dense_operators
@@ -41,6 +42,30 @@ def test_path_counts_equal_dense_products(random_graph, L):
                for p, c in zip(pattern[trip == i], count[trip == i])}
         expected = brute_force_counts(edge_index, edge_type, N, K,
                                       triples[:, i].tolist(), L, R)
+        assert got == expected
+
+
+def test_expand_paths_states_are_distinct_sorted_and_counted(random_graph):
+    # query_paths reads each pair's paths as one range of the states: they
+    # must come sorted by (walk, node, pattern), each once, with the count
+    # of the dense product of the pattern's adjacency matrices.
+    edge_index, edge_type, N, K = random_graph
+    M = dense_operators(edge_index, edge_type, N, K)
+    start = torch.tensor([3, 0, 7, 3])
+    for step, (walk, node, pattern, count) in enumerate(
+            expand_paths(TypedGraph(*random_graph), start, 3), 1):
+        key = (walk * N + node) * (K + 1)**step + pattern
+        assert bool((key[1:] > key[:-1]).all())
+        got = {(int(w), int(v), pattern_of(int(p), K)): int(c)
+               for w, v, p, c in zip(walk, node, pattern, count)}
+        expected = {}
+        for pat in itertools.product(range(K), repeat=step):
+            product = M[pat[0]]
+            for k in pat[1:]:
+                product = product @ M[k]
+            for w, x in enumerate(start.tolist()):
+                for v in product[x].nonzero().view(-1).tolist():
+                    expected[w, v, pat] = int(product[x, v])
         assert got == expected
 
 

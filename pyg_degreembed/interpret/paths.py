@@ -28,7 +28,8 @@ def expand_paths(graph: TypedGraph, start: Tensor, num_steps: int,
     r"""Yields, after each step :math:`l = 1, \ldots, L`, the paths of
     length :math:`l` out of every start entity, merged by end entity and
     pattern: :obj:`(walk, node, pattern, count)`, each of shape
-    :obj:`[M_l]`, with :obj:`walk` the position in :obj:`start` and
+    :obj:`[M_l]`, sorted by :obj:`(walk, node, pattern)`, each state once,
+    with :obj:`walk` the position in :obj:`start` and
     :obj:`count` the number of such paths (with :obj:`weight`
     :math:`\rho`, a path :math:`z_0 \xrightarrow{k_1} z_1 \cdots` counts
     :math:`\prod_i \rho_{z_{i-1}, k_i}`, read in column :obj:`walk +

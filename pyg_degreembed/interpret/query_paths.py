@@ -134,27 +134,38 @@ def _expand(graph, L, chunk_size, pair_key):
                         dtype=torch.long, device=graph.device)
     everyone = torch.arange(N, device=graph.device)
     for begin, end in walk_chunks(graph, everyone, L, chunk_size):
-        start = everyone[begin:end]
+        # The pairs (x, y) with x in this chunk, keyed as the expansion's
+        # (walk, node): x = begin + walk.
+        first, last = torch.searchsorted(
+            pair_key, torch.tensor([begin * N, end * N],
+                                   device=graph.device)).tolist()
+        chunk_pairs = pair_key[first:last] - begin * N
         for step, (walk, node, pattern, count) in enumerate(
-                expand_paths(graph, start, L), 1):
-            x = start[walk]
-            same = node == x
+                expand_paths(graph, everyone[begin:end], L), 1):
+            same = (node == walk + begin).nonzero().view(-1)
             if step < L:
-                for out, value in zip(closed, (x, pattern, count)):
-                    out.append(value[same])
-            other = ~same
-            x, node, pattern, count = x[other], node[other], \
-                pattern[other], count[other]
-            # Each (x, y, pattern) comes once: a pair the pattern joins.
-            if dense.numel():
-                dense.index_add_(0, pattern, torch.ones_like(pattern))
-            else:
-                for out, value in zip(bodies, torch.unique(
-                        pattern, return_counts=True)):
+                for out, value in zip(closed, (walk[same] + begin,
+                                               pattern[same], count[same])):
                     out.append(value)
-            at, found = find_sorted(pair_key, x * N + node)
-            for out, value in zip(pairs, (at, pattern, count)):
-                out.append(value[found])
+            # Each (x, y, pattern) comes once: a pair the pattern joins
+            # (every state, less the closed ones, x = y).
+            if dense.numel():
+                dense.index_add_(0, pattern, _constant(1, pattern))
+                dense.index_add_(0, pattern[same], _constant(-1, same))
+            else:
+                other = node != walk + begin
+                for out, value in zip(bodies, torch.unique(
+                        pattern[other], return_counts=True)):
+                    out.append(value)
+            # The states come sorted by (walk, node, pattern): each pair's
+            # are one range (no pair of `pair_key` is closed, x != y).
+            state_pair = walk * N + node
+            lo = torch.searchsorted(state_pair, chunk_pairs)
+            hi = torch.searchsorted(state_pair, chunk_pairs, right=True)
+            at, row = ragged_arange(lo, hi - lo)
+            for out, value in zip(pairs, (at + first, pattern[row],
+                                          count[row])):
+                out.append(value)
 
     def cat(values):
         return torch.cat(values) if values else \
@@ -169,6 +180,11 @@ def _expand(graph, L, chunk_size, pair_key):
                                                        cat(bodies[1]))
     return [cat(v) for v in pairs], [cat(v) for v in closed], \
         (body, body_pairs)
+
+
+def _constant(value: int, like: Tensor) -> Tensor:
+    # `value` repeated to the length of `like`, without writing it out.
+    return torch.full((1,), value, device=like.device).expand(like.numel())
 
 
 def _table(owner: Tensor, pattern: Tensor, count: Tensor, num_owners: int,
