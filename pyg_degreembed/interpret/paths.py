@@ -71,34 +71,35 @@ def expand_paths(graph: TypedGraph, start: Tensor, num_steps: int,
         check_memory(BYTES_PER_WALK * float(out_deg.sum()),
                      f'Expanding {start.numel()} paths to length {step}')
         entry, edge = ragged_arange(graph.node_ptr[node], out_deg)
-        walk_e = walk[entry]
         if removed is not None:
-            lo, hi = removed[0][walk_e], removed[1][walk_e]
-            keep = outside_ranges(edge, lo, hi)
-            entry, edge, walk_e = entry[keep], edge[keep], walk_e[keep]
-        # Merge equal (walk, entity, pattern) states.
+            walk_e = walk[entry]
+            keep = outside_ranges(edge, removed[0][walk_e],
+                                  removed[1][walk_e])
+            entry, edge = entry[keep], edge[keep]
+        # The key (walk, entity, pattern) of every expanded path, as the
+        # sum of a part per state and a part per edge; equal keys merge.
         base = (K + 1)**step if by_pattern else 1
         if by_pattern:
-            extended = pattern[entry] * (K + 1) + graph.edge_type[edge] + 1
+            key = (walk * (N * base) + pattern * (K + 1))[entry] + \
+                (graph.edge_dst * base + graph.edge_type + 1)[edge]
             if prefixes is not None:
                 label, allowed = prefixes
-                keep = find_sorted(allowed, label[walk_e] *
-                                   (K + 1)**num_steps + extended)[1]
-                entry, edge, walk_e, extended = entry[keep], edge[keep], \
-                    walk_e[keep], extended[keep]
-        key = walk_e * N + graph.edge_dst[edge]
-        if by_pattern:
-            key = key * base + extended
+                keep = find_sorted(allowed, label[walk[entry]] *
+                                   (K + 1)**num_steps + key % base)[1]
+                key, entry, edge = key[keep], entry[keep], edge[keep]
+        else:
+            key = (walk * N)[entry] + graph.edge_dst[edge]
         key, inverse = torch.unique(key, return_inverse=True)
         spread = count[entry]
         if weight is not None:
             spread = spread * weight.at(graph.edge_src[edge],
                                         graph.edge_type[edge],
-                                        walk_e + offset).double()
+                                        walk[entry] + offset).double()
         count = count.new_zeros(key.numel()).index_add_(0, inverse, spread)
         pattern = key % base
-        node = (key // base) % N
-        walk = key // (base * N)
+        walk = key // base
+        node = walk % N
+        walk = walk // N
         yield walk, node, pattern, count
 
 
