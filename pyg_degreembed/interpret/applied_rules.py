@@ -377,11 +377,9 @@ class AppliedRules(Module):
                     graph, head[begin:end], self.num_steps, part,
                     prefixes=(relation[begin:end], self.rule_prefix)):
                 walk = walk + begin
-                other = node != head[walk]
-                walk, node, pattern = walk[other], node[other], \
-                    pattern[other]
                 at, found = find_sorted(self.rule_key,
                                         relation[walk] * P + pattern)
+                found &= node != head[walk]  # never the head itself
                 cell.append((walk * N + node)[found])
                 rule.append(at[found])
         constant = None

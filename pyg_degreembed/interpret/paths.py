@@ -80,13 +80,14 @@ def expand_paths(graph: TypedGraph, start: Tensor, num_steps: int,
         # sum of a part per state and a part per edge; equal keys merge.
         base = (K + 1)**step if by_pattern else 1
         if by_pattern:
-            key = (walk * (N * base) + pattern * (K + 1))[entry] + \
-                (graph.edge_dst * base + graph.edge_type + 1)[edge]
             if prefixes is not None:
                 label, allowed = prefixes
+                extended = pattern[entry] * (K + 1) + graph.edge_type[edge]
                 keep = find_sorted(allowed, label[walk[entry]] *
-                                   (K + 1)**num_steps + key % base)[1]
-                key, entry, edge = key[keep], entry[keep], edge[keep]
+                                   (K + 1)**num_steps + extended + 1)[1]
+                entry, edge = entry[keep], edge[keep]
+            key = (walk * (N * base) + pattern * (K + 1))[entry] + \
+                (graph.edge_dst * base + graph.edge_type + 1)[edge]
         else:
             key = (walk * N)[entry] + graph.edge_dst[edge]
         key, inverse = torch.unique(key, return_inverse=True)
