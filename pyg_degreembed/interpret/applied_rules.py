@@ -509,6 +509,10 @@ class AppliedRules(Module):
             return table
         K, N = self.num_edge_types, graph.num_nodes
         conf = self.type_confidence.to(graph.device)
+        if not bool(conf.any()):  # no answer-type rules (the default)
+            table = torch.zeros(K, N, dtype=torch.long, device=graph.device)
+            self._types = (weakref.ref(graph), table)
+            return table
         level = torch.zeros_like(conf, dtype=torch.long)
         for q in range(K):
             values, index = torch.unique(conf[q], return_inverse=True)

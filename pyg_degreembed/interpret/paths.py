@@ -68,9 +68,15 @@ def expand_paths(graph: TypedGraph, start: Tensor, num_steps: int,
                        dtype=torch.long if weight is None else torch.double)
     for step in range(1, num_steps + 1):
         out_deg = graph.node_ptr[node + 1] - graph.node_ptr[node]
-        check_memory(BYTES_PER_WALK * float(out_deg.sum()),
+        typed = None
+        if by_pattern and prefixes is not None:
+            typed = _typed_edges(graph, walk, node, pattern, prefixes,
+                                 num_steps, float(out_deg.sum()))
+        size = float(out_deg.sum()) if typed is None else typed[1].numel()
+        check_memory(BYTES_PER_WALK * size,
                      f'Expanding {start.numel()} paths to length {step}')
-        entry, edge = ragged_arange(graph.node_ptr[node], out_deg)
+        entry, edge = ragged_arange(graph.node_ptr[node], out_deg) \
+            if typed is None else typed
         if removed is not None:
             walk_e = walk[entry]
             keep = outside_ranges(edge, removed[0][walk_e],
@@ -80,7 +86,7 @@ def expand_paths(graph: TypedGraph, start: Tensor, num_steps: int,
         # sum of a part per state and a part per edge; equal keys merge.
         base = (K + 1)**step if by_pattern else 1
         if by_pattern:
-            if prefixes is not None:
+            if prefixes is not None and typed is None:
                 label, allowed = prefixes
                 extended = pattern[entry] * (K + 1) + graph.edge_type[edge]
                 keep = find_sorted(allowed, label[walk[entry]] *
@@ -102,6 +108,31 @@ def expand_paths(graph: TypedGraph, start: Tensor, num_steps: int,
         node = walk % N
         walk = walk // N
         yield walk, node, pattern, count
+
+
+def _typed_edges(graph: TypedGraph, walk: Tensor, node: Tensor,
+                 pattern: Tensor, prefixes: Tuple[Tensor, Tensor],
+                 num_steps: int, untyped: float
+                 ) -> Optional[Tuple[Tensor, Tensor]]:
+    # The (state, edge) pairs of the states' allowed extensions, read from
+    # the edges of each allowed (entity, type) pair only; None where the
+    # allowed extensions are more than the `untyped` out-edges (reading
+    # every out-edge and testing it is then cheaper).
+    K = graph.num_edge_types
+    label, allowed = prefixes
+    base = label[walk] * (K + 1)**num_steps + pattern * (K + 1)
+    lo = torch.searchsorted(allowed, base + 1)
+    hi = torch.searchsorted(allowed, base + K + 1)
+    if float((hi - lo).sum()) > untyped:
+        return None
+    state, child = ragged_arange(lo, hi - lo)
+    edge_type = allowed[child] % (K + 1) - 1
+    at, found = find_sorted(graph.pair_src * K + graph.pair_type,
+                            node[state] * K + edge_type)
+    state, at = state[found], at[found]
+    first = graph.pair_count.cumsum(0) - graph.pair_count
+    row, edge = ragged_arange(first[at], graph.pair_count[at])
+    return state[row], edge
 
 
 #: The most walks (paths before merging) one call of :func:`walk_chunks`

@@ -1,0 +1,383 @@
+r"""Rule counts found by sampling instead of enumeration, within a time
+limit (anytime) and with memory bounded independently of the graph's path
+count.
+
+:func:`~pyg_degreembed.interpret.applied_rules.rule_counts` enumerates every
+path of up to :math:`L` edges from every entity: exact, but its cost follows
+the graph.  :func:`sample_rule_counts` finds and scores rules as AnyBURL
+does, in two stages that each stop at any time with their best so far:
+
+1. **Candidates** (AnyBURL's bottom-up idea).  Training triples
+   :math:`(x, r, y)` are drawn in a seeded order and the patterns that join
+   :math:`x` to :math:`y` without the triple's own edge and its inverse are
+   found by meeting in the middle: the paths of :math:`\lceil l/2 \rceil`
+   edges out of one end are joined with the paths of :math:`\lfloor l/2
+   \rfloor` edges out of the other, reversed (the longer half from the end
+   with fewer walks), so a triple costs about :math:`d^{L/2}` rather than
+   :math:`d^L` for degree :math:`d`.  A pattern :math:`\mathbf{p}` found
+   gives the rule :math:`(r, \mathbf{p})` and its reverse for the inverse
+   query :math:`(\bar r, \bar{\mathbf{p}})`.
+2. **Confidences from sampled body groundings.**  In the order of how
+   often the search found them, each candidate's body is grounded by
+   :obj:`num_samples` random walks: a head :math:`x` drawn uniformly from
+   the entities with an edge of the body's first type, then at each step an
+   edge of the next type drawn uniformly from the current entity's.  Of the
+   distinct pairs :math:`(x, y)`, :math:`x \neq y`, the walks reach (the
+   sampled *groundings*), those that are training answers of the rule's
+   relation are its *support* (a walk that reaches its answer only through
+   the answer's own edge or that edge's inverse does not count, as in
+   :func:`rule_counts`).  These are AnyBURL's sampled counts: a body with
+   fewer groundings than :obj:`num_samples` is mostly grounded in full, one
+   with more is estimated from the sample, and the confidence
+   :math:`\mathrm{support} / (\mathrm{groundings} + u)` penalises rules with
+   little evidence as the exact counts do.
+
+:class:`SamplingReport` says how much was drawn.  Memory: the search runs in
+slices of at most :data:`~pyg_degreembed.interpret.paths.MAX_WALKS` paths
+(a triple whose ends have more walks than that is skipped and counted), and
+the walks in chunks of that size: neither depends on the graph's path count.
+"""
+import time
+from typing import Any, List, NamedTuple, Optional, Tuple
+
+import torch
+from torch import Tensor
+
+from pyg_degreembed.data.convert import as_kg
+from pyg_degreembed.data.kg import (check_positive_ints, query_edges,
+                                    split_triples, training_queries)
+from pyg_degreembed.data.ragged import find_sorted, ragged_arange
+from pyg_degreembed.data.resolve import resolve_graph
+from pyg_degreembed.data.typed_graph import TypedGraph
+from pyg_degreembed.interpret.applied_rules import RuleCounts
+from pyg_degreembed.interpret.paths import (MAX_WALKS, check_pattern_keys,
+                                            expand_paths)
+
+
+class SamplingReport(NamedTuple):
+    r"""What :func:`sample_rule_counts` drew."""
+    #: Training triples searched for candidate rules, and how many there
+    #: are (distinct, without self-loops).
+    triples_searched: int
+    triples_total: int
+    #: Triples skipped because their ends have too many walks.
+    triples_skipped: int
+    #: Candidate rules found, and those whose bodies were sampled.
+    candidates: int
+    candidates_scored: int
+    #: Random walks per candidate.
+    num_samples: int
+    #: Seconds of each stage.
+    candidate_seconds: float
+    confidence_seconds: float
+
+    def describe(self) -> str:
+        r"""The report in words."""
+        skipped = f', {self.triples_skipped} skipped (hubs)' \
+            if self.triples_skipped else ''
+        return (f'{self.triples_searched} of {self.triples_total} training '
+                f'triples searched{skipped} ({self.candidate_seconds:.1f}s): '
+                f'{self.candidates} candidate rules, '
+                f'{self.candidates_scored} scored on {self.num_samples} '
+                f'sampled groundings each ({self.confidence_seconds:.1f}s)')
+
+
+@torch.no_grad()
+def sample_rule_counts(data: Any, num_steps: int = 2,
+                       time_limit: Optional[float] = None,
+                       num_samples: int = 1000, candidate_share: float = 0.5,
+                       seed: int = 0, batch_size: int = 256
+                       ) -> Tuple[RuleCounts, SamplingReport]:
+    r"""Candidate rules of length at most :obj:`num_steps` from sampled
+    training triples, and their support and body groundings on sampled
+    groundings (see the module's description), within :obj:`time_limit`
+    seconds.
+
+    Args:
+        data: The KG, in any layout :func:`~pyg_degreembed.as_kg` reads.
+        num_steps (int, optional): The longest rule :math:`L`.
+            (default: :obj:`2`)
+        time_limit (float, optional): Seconds for both stages; each stops
+            with its best so far once its share is spent (at least one
+            batch of triples is searched, and the first chunk of candidates
+            scored). (default: :obj:`None`: every triple searched, every
+            candidate scored)
+        num_samples (int, optional): Random walks per candidate (AnyBURL's
+            sample size). (default: :obj:`1000`)
+        candidate_share (float, optional): The share of :obj:`time_limit`
+            the candidate search may take; the confidences take the rest
+            (and what the search left). (default: :obj:`0.5`)
+        seed (int, optional): Seed of the triples' order and the walks.
+            (default: :obj:`0`)
+        batch_size (int, optional): Triples searched at once (fewer where
+            their walks are many). (default: :obj:`256`)
+
+    :rtype: (:class:`~pyg_degreembed.interpret.applied_rules.RuleCounts`,
+        :class:`SamplingReport`)
+    """
+    check_positive_ints(num_steps=num_steps, num_samples=num_samples,
+                        batch_size=batch_size)
+    if time_limit is not None and not time_limit > 0:
+        raise ValueError(f"'time_limit' must be a positive number of "
+                         f'seconds, got {time_limit}')
+    if not 0 < candidate_share < 1:
+        raise ValueError(f"'candidate_share' must be in (0, 1), got "
+                         f'{candidate_share}')
+    kg = as_kg(data)
+    R = kg.num_relations
+    graph = resolve_graph(data, num_relations=R)
+    K, N, L = 2 * R, graph.num_nodes, num_steps
+    # Keys (triple or rule chunk) * K * P + rule, and pairs x * N + y.
+    check_pattern_keys(K, L, max(K * batch_size, N * N))
+    start = time.perf_counter()
+    generator = torch.Generator().manual_seed(seed)
+    h, r, t = split_triples(kg, 'train')
+    triples = torch.unique(torch.stack([h, r, t])[:, h != t], dim=1)
+    triples = triples[:, torch.randperm(triples.size(1),
+                                        generator=generator)]
+    rules, found, searched, skipped = _candidates(
+        graph, triples.to(graph.device), L, R, batch_size,
+        None if time_limit is None else start + candidate_share * time_limit)
+    middle = time.perf_counter()
+    # The most often found first: they are scored first.
+    order = torch.argsort(found, descending=True, stable=True)
+    counts, scored = _confidences(
+        graph, training_queries(kg).to(graph.device), rules[order], L,
+        num_samples, generator, None if time_limit is None else
+        start + time_limit)
+    report = SamplingReport(searched, triples.size(1), skipped, rules.numel(),
+                            scored, num_samples, middle - start,
+                            time.perf_counter() - middle)
+    return counts, report
+
+
+def _length(pattern: Tensor, K: int) -> Tensor:
+    # The number of edges of each pattern.
+    length = torch.zeros_like(pattern)
+    p = pattern.clone()
+    while bool((p > 0).any()):
+        length += (p > 0).long()
+        p = p // (K + 1)
+    return length
+
+
+def _reverse(pattern: Tensor, K: int) -> Tensor:
+    # The pattern of the reversed paths: edge types in reverse order, each
+    # replaced by its inverse (type k + R mod K).
+    out = torch.zeros_like(pattern)
+    p = pattern.clone()
+    while bool((p > 0).any()):
+        more = p > 0
+        k = p % (K + 1) - 1
+        out = torch.where(more, out * (K + 1) + (k + K // 2) % K + 1, out)
+        p = p // (K + 1)
+    return out
+
+
+def _walk_totals(graph: TypedGraph, steps: int) -> Tensor:
+    # Per entity, its walks of 1 .. steps edges (w_l = M w_{l-1}).
+    walks = torch.ones(graph.num_nodes, dtype=torch.double,
+                       device=graph.device)
+    total = torch.zeros_like(walks)
+    for _ in range(steps):
+        walks = walks.new_zeros(graph.num_nodes).index_add_(
+            0, graph.edge_src, walks[graph.edge_dst])
+        total += walks
+    return total
+
+
+def _candidates(graph: TypedGraph, triples: Tensor, L: int, R: int,
+                batch: int, deadline: Optional[float]
+                ) -> Tuple[Tensor, Tensor, int, int]:
+    # The rules (keys q * P + pattern, sorted) that join the ends of some
+    # searched triple without its own edges, how many triples each joins,
+    # and the triples searched and skipped.
+    K = 2 * R
+    P = (K + 1)**L
+    ahead, behind = (L + 1) // 2, L // 2
+    longer, shorter = _walk_totals(graph, ahead), _walk_totals(graph, behind)
+    x, r, y = triples
+    forward = longer[x] + shorter[y]
+    backward = longer[y] + shorter[x]
+    # Each triple from the end whose longer half has fewer walks.
+    flip = backward < forward
+    queries = torch.stack([torch.where(flip, y, x),
+                           torch.where(flip, r + R, r),
+                           torch.where(flip, x, y)])
+    cost = torch.minimum(forward, backward)
+    found, searched, skipped = [], 0, 0
+    for begin in range(0, queries.size(1), batch):
+        window = queries[:, begin:begin + batch]
+        size = cost[begin:begin + batch]
+        fits = size <= MAX_WALKS
+        skipped += int((~fits).sum())
+        window, size = window[:, fits], size[fits]
+        bounds = _slices(size, MAX_WALKS)
+        for first, last in zip(bounds[:-1], bounds[1:]):
+            if last > first:
+                found.append(_join(graph, window[:, first:last], L, R, P))
+        searched += fits.numel()
+        if deadline is not None and time.perf_counter() >= deadline:
+            break
+    keys = torch.cat(found) if found else \
+        torch.empty(0, dtype=torch.long, device=graph.device)
+    # Each rule with its reverse, for the inverse query.
+    keys = torch.cat([keys, (keys // P + R) % K * P + _reverse(keys % P, K)])
+    rules, count = torch.unique(keys, return_counts=True)
+    return rules, count, searched - skipped, skipped
+
+
+def _join(graph: TypedGraph, queries: Tensor, L: int, R: int,
+          P: int) -> Tensor:
+    # The rule keys q * P + pattern that join x to y for the queries
+    # (x, q, y), meeting in the middle, each once per query.
+    K, N = 2 * R, graph.num_nodes
+    x, q, y = queries
+    removed = graph.edge_range(*query_edges(x, q, y, R)[:3])
+    ahead, behind = (L + 1) // 2, L // 2
+    out = list(expand_paths(graph, x, ahead, removed))
+    back = list(expand_paths(graph, y, behind, removed)) if behind else []
+    keys = []
+    # Length 1: an edge x -> y.
+    walk, node, pattern, _ = out[0]
+    at_y = node == y[walk]
+    keys.append((walk[at_y] * K + q[walk[at_y]]) * P + pattern[at_y])
+    for length in range(2, L + 1):
+        a, b = (length + 1) // 2, length // 2
+        walk, node, pattern, _ = out[a - 1]
+        bwalk, bnode, bpattern, _ = back[b - 1]
+        state = walk * N + node
+        lo = torch.searchsorted(state, bwalk * N + bnode)
+        hi = torch.searchsorted(state, bwalk * N + bnode, right=True)
+        size = hi - lo
+        # Slices of the backward states of at most MAX_WALKS joined paths.
+        bounds = _slices(size, MAX_WALKS)
+        tail = _reverse(bpattern, K)
+        for first, last in zip(bounds[:-1], bounds[1:]):
+            row, at = ragged_arange(lo[first:last], size[first:last])
+            row = row + first
+            joined = pattern[at] * (K + 1)**b + tail[row]
+            keys.append(torch.unique(
+                (bwalk[row] * K + q[bwalk[row]]) * P + joined))
+    return torch.unique(torch.cat(keys)) % (K * P)
+
+
+def _slices(size: Tensor, limit: int) -> List[int]:
+    # Boundaries [0, ..., n] of consecutive slices whose sizes sum to at most
+    # `limit` (an element larger than that is a slice of its own).
+    if size.numel() == 0:
+        return [0, 0]
+    total = size.cumsum(0)
+    bounds, begin, used = [0], 0, 0
+    while begin < size.numel():
+        end = int(torch.searchsorted(total, used + limit, right=True))
+        end = max(end, begin + 1)
+        bounds.append(end)
+        used = int(total[end - 1])
+        begin = end
+    return bounds
+
+
+def _confidences(graph: TypedGraph, queries: Tensor, rules: Tensor, L: int,
+                 num_samples: int, generator: torch.Generator,
+                 deadline: Optional[float]) -> Tuple[RuleCounts, int]:
+    # Support and groundings of the rules (in their order, as far as the
+    # deadline lets) on sampled body groundings; the rules scored.
+    K, N = graph.num_edge_types, graph.num_nodes
+    P = (K + 1)**L
+    device = graph.device
+    # Training answers keyed (x * N + y) * K + q, sorted.
+    answers = torch.sort((queries[0] * N + queries[2]) * K +
+                         queries[1]).values
+    # The heads of each edge type: the sources of its (source, type) pairs.
+    by_type = torch.argsort(graph.pair_type, stable=True)
+    type_heads = graph.pair_src[by_type]
+    per_type = torch.bincount(graph.pair_type, minlength=K)
+    type_start = per_type.cumsum(0) - per_type
+    pair_key = graph.pair_src * K + graph.pair_type
+    pair_start = graph.pair_count.cumsum(0) - graph.pair_count
+    chunk = max(1, MAX_WALKS // (num_samples * L))
+    support, groundings = [], []
+    scored = 0
+    while scored < rules.numel():
+        part = rules[scored:scored + chunk]
+        s, g = _sample_bodies(graph, part, L, num_samples, generator,
+                              answers, type_heads, type_start, per_type,
+                              pair_key, pair_start)
+        support.append(s)
+        groundings.append(g)
+        scored += part.numel()
+        if deadline is not None and time.perf_counter() >= deadline:
+            break
+    rules = rules[:scored]
+    support = torch.cat(support) if support else rules.new_zeros(0)
+    groundings = torch.cat(groundings) if groundings else rules.new_zeros(0)
+    keep = support > 0
+    rules, order = torch.sort(rules[keep])
+    return RuleCounts(rules // P, rules % P, support[keep][order],
+                      groundings[keep][order]), scored
+
+
+def _sample_bodies(graph, rules, L, num_samples, generator, answers,
+                   type_heads, type_start, per_type, pair_key, pair_start
+                   ) -> Tuple[Tensor, Tensor]:
+    # Per rule: the distinct sampled groundings (x, y), x != y, of its body,
+    # and those that are training answers of its relation (reached without
+    # the answer's own edges).
+    K, N = graph.num_edge_types, graph.num_nodes
+    P = (K + 1)**L
+    device = graph.device
+    M = rules.numel()
+    relation = (rules // P).repeat_interleave(num_samples)
+    pattern = (rules % P).repeat_interleave(num_samples)
+    length = _length(pattern, K)
+    rule = torch.arange(M, device=device).repeat_interleave(num_samples)
+
+    def uniform(n):
+        return torch.rand(n, generator=generator, dtype=torch.double
+                          ).to(device)
+
+    def digit(i):
+        # The i-th edge type of each pattern (1-based), -1 past its end.
+        shift = (length - i).clamp(min=0)
+        k = pattern // (K + 1)**shift % (K + 1) - 1
+        return torch.where(length >= i, k, -1)
+
+    first = digit(1)
+    x = type_heads[type_start[first] + (uniform(rule.numel()) *
+                                        per_type[first]).long()]
+    node, alive = x, torch.ones_like(x, dtype=torch.bool)
+    edges = []
+    for i in range(1, int(length.max()) + 1):
+        k = digit(i)
+        active = alive & (k >= 0)
+        at, found = find_sorted(pair_key, node * K + k)
+        alive = alive & (found | ~active)
+        step = active & found
+        edge = pair_start[at] + (uniform(rule.numel()) *
+                                 graph.pair_count[at]).long()
+        edge = torch.where(step, edge, -1)
+        edges.append(edge)
+        node = torch.where(step, graph.edge_dst[edge.clamp(min=0)], node)
+    y = node
+    alive &= y != x
+    hit = find_sorted(answers, (x * N + y) * K + relation)[1] & alive
+    # A walk to an answer through that answer's own edge (x -q-> y) or its
+    # inverse (y -q'-> x) does not ground the rule.
+    inverse = (relation + K // 2) % K
+    for edge in edges:
+        e = edge.clamp(min=0)
+        src, typ, dst = graph.edge_src[e], graph.edge_type[e], \
+            graph.edge_dst[e]
+        own = (edge >= 0) & (((src == x) & (typ == relation) & (dst == y)) |
+                             ((src == y) & (typ == inverse) & (dst == x)))
+        alive &= ~(own & hit)
+    hit &= alive
+    pair = torch.unique((rule[alive] * N + x[alive]) * N + y[alive])
+    groundings = torch.bincount(pair // (N * N), minlength=M)
+    pair = torch.unique((rule[hit] * N + x[hit]) * N + y[hit])
+    support = torch.bincount(pair // (N * N), minlength=M)
+    return support, groundings
+
+
+__all__ = ['SamplingReport', 'sample_rule_counts']
