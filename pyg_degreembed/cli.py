@@ -22,6 +22,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from typing import List, Optional
 
 import torch
@@ -37,6 +38,7 @@ from pyg_degreembed.interpret.anyburl import anyburl_lines, read_anyburl
 from pyg_degreembed.interpret.applied_rules import check_mining
 from pyg_degreembed.interpret.constant_rules import ConstantRule
 from pyg_degreembed.interpret.explain import explain
+from pyg_degreembed.interpret.mining import MINERS, mine_counts
 from pyg_degreembed.interpret.rule_length import choose_rule_length
 from pyg_degreembed.interpret.saturation import saturation, saturation_table
 from pyg_degreembed.nn import DegreEmbedReasoner, RuleReasoner
@@ -53,6 +55,7 @@ from pyg_degreembed.training.files import check_output, input_files
 from pyg_degreembed.training.loop import fit
 from pyg_degreembed.training.runtime import retain_freed_memory
 from pyg_degreembed.training.scorer import PerRelationScorer, choose_scorer
+from pyg_degreembed.training.time_plan import DEFAULT_SECONDS, TimePlan
 from pyg_degreembed.version import __version__
 
 MODELS = {
@@ -94,8 +97,10 @@ def _terminate(signum, frame):
 
 
 def main(argv: Optional[List[str]] = None) -> int:
+    started = time.perf_counter()
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.started = started
     retain_freed_memory()
     previous = signal.signal(signal.SIGTERM, _terminate) \
         if threading.current_thread() is threading.main_thread() else None
@@ -205,9 +210,21 @@ def _train_parser(sub):
                    help='end training after this many optimisation steps '
                    'in all (None: no limit); the best weights so far are '
                    'kept and --resume goes on')
-    p.add_argument('--time-budget', type=float, default=None,
-                   help='end training after this many seconds (None: no '
-                   'limit); as --max-steps')
+    p.add_argument('--time-budget', type=_seconds_or_none,
+                   default=DEFAULT_SECONDS,
+                   help="seconds for the whole run up to a saved model and "
+                   "its validation choice: set-up, mining, training (ended "
+                   "as by --max-steps, resumable), the choice on the "
+                   "validation triples ranked in time; the test ranking "
+                   "after it is timed apart; 'none': no limit (mining and "
+                   "training run to their end)")
+    p.add_argument('--miner', default='auto', choices=list(MINERS),
+                   help="how the path rules are counted: 'exact' enumerates "
+                   "every path of up to L edges; 'sampled' finds rules on "
+                   "sampled training triples and scores them on sampled "
+                   "groundings (AnyBURL's way), within the mining share of "
+                   "the budget; 'auto': exact where it is expected to fit "
+                   "that share, else sampled")
     p.add_argument('--seed', type=int, default=train_default.seed,
                    help='seed of the initialisation and the shuffling')
     p.add_argument('--device', default='cpu', help='cpu, cuda, cuda:1, ...')
@@ -364,6 +381,20 @@ def _rate_or_none(text: str) -> Optional[float]:
             f"expected a number or 'none', got {text!r}") from None
 
 
+def _seconds_or_none(text: str) -> Optional[float]:
+    if text.lower() == 'none':
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = float('nan')
+    if not value > 0 or value == float('inf'):
+        raise argparse.ArgumentTypeError(
+            f"expected a positive number of seconds or 'none', got "
+            f'{text!r}')
+    return value
+
+
 def _steps(text: str):
     if text == 'auto':
         return text
@@ -423,6 +454,7 @@ def cmd_train(args):
             not args.overwrite:
         raise CLIError(f'{checkpoint} exists; add --resume to continue it '
                        'or --overwrite to replace it')
+    plan = TimePlan(args.time_budget, getattr(args, 'started', None))
     if source == args.dataset and args.dataset in BUNDLED and process == 0:
         print(f'dataset: {os.path.abspath(source)} (a path that exists comes '
               f'before the bundled {args.dataset})')
@@ -454,22 +486,35 @@ def cmd_train(args):
                 print(f'no {split} triples: ' + (
                     'training runs all epochs and keeps the last weights'
                     if split == 'valid' else 'no test metrics'))
+    mined = None
+    if mine:
+        mining_seconds = plan.mining_seconds()
+        if process == 0:
+            print(plan.describe(args.miner))
+        mined = mine_counts(data, args.steps, mining_seconds, args.miner,
+                            seed=args.seed)
+        if process == 0:
+            print(f'mining: {mined.description} ({mined.seconds:.1f}s)')
+    elif process == 0:
+        print(plan.describe('no'))
     fit(model, data, config, device=device, progress=not args.no_progress,
         progress_interval=args.progress_interval, checkpoint=checkpoint,
         resume=args.resume, overwrite=args.overwrite,
         allow_config_change=args.allow_config_change,
-        max_steps=args.max_steps, time_budget=args.time_budget)
+        max_steps=args.max_steps, time_budget=plan.training_seconds())
     scorer = model
     if mine:
-        choice = choose_scorer(model, data, args.steps, args.scorer, device)
+        choice = choose_scorer(model, data, args.steps, args.scorer, device,
+                               mined=mined, deadline=plan.deadline(),
+                               seed=args.seed)
         scorer = choice.scorer
         if process == 0:
             constants = choice.applied.constant_rules
             print(f'applied rules: {choice.applied.rule_key.numel()} path '
                   f'rules of length <= {args.steps}, '
                   f'{0 if constants is None else len(constants)} constant '
-                  f'rules, the model as tie-break '
-                  f'({choice.mining_seconds:.1f}s)')
+                  f'rules, the model as tie-break (choice '
+                  f'{choice.mining_seconds:.1f}s)')
             if args.scorer == 'auto':
                 print(f'scorer: {choice.name} ({choice.reason})')
             payload = load_checkpoint(checkpoint)
@@ -477,27 +522,30 @@ def cmd_train(args):
             payload['scorer'] = choice.name
             payload['model_relations'] = choice.use_model
             save_checkpoint(checkpoint, payload)
+    run_seconds = plan.elapsed
     if process == 0:
-        print(f'checkpoint: {checkpoint}')
+        print(f'checkpoint: {checkpoint} (run {run_seconds:.1f}s'
+              + ('' if args.time_budget is None else
+                 f' of the {args.time_budget:g}s budget') + ')')
     if data.test_edge_type.numel() > 0:
         _report(scorer, data, 'test', json_path, quiet=process != 0,
-                progress=not args.no_progress)
+                progress=not args.no_progress,
+                timing={'run_seconds': run_seconds,
+                        'time_budget': args.time_budget})
 
 
 def _mining_plan(args, data, process: int) -> bool:
     # Whether train mines applied rules: checked before training, so that a
-    # rule length too long to mine is said (or refused, --scorer rules)
-    # before the work.
+    # rule length too long to enumerate is refused (--miner exact) before
+    # the work; --miner auto samples it instead.
     if args.scorer == 'model':
         return False
-    try:
-        check_mining(data, args.steps)
-    except ValueError as e:
-        if args.scorer == 'rules':
-            raise CLIError(f'--scorer rules: {e}') from None
-        if process == 0:
-            print(f'applied rules: not mined ({e}); the model ranks')
-        return False
+    if args.miner == 'exact':
+        try:
+            check_mining(data, args.steps)
+        except ValueError as e:
+            raise CLIError(f'--miner exact: {e} (--miner sampled finds '
+                           'the rules by sampling)') from None
     return True
 
 
@@ -775,9 +823,11 @@ def _relation(data, name: str) -> int:
 
 
 def _report(model, data, split, json_path, quiet=False, progress=True,
-            typed=True):
+            typed=True, timing=None):
+    start = time.perf_counter()
     ranks = compute_ranks(model, data, split, progress=progress and not quiet,
                           typed=typed)
+    seconds = time.perf_counter() - start
     metrics = {tie: ranks.metrics(tie, list(data.relation_names))
                for tie in TIE_POLICIES}
     if quiet:
@@ -785,7 +835,7 @@ def _report(model, data, split, json_path, quiet=False, progress=True,
     print(f'filtered {split} metrics ({ranks.relation.numel()} queries, '
           'both directions' + (', typed: each answer ranked among the '
                                'entities of its type' if ranks.typed
-                               else '') + ')')
+                               else '') + f'; ranked in {seconds:.1f}s)')
     print(f"{'ties':<12}{'MRR':>8}{'MR':>9}{'H@1':>8}{'H@3':>8}{'H@10':>8}"
           f"{'H@10(50)':>10}")
     for tie, m in metrics.items():
@@ -797,7 +847,8 @@ def _report(model, data, split, json_path, quiet=False, progress=True,
           'the answer and 49 random non-answers (GraIL)')
     if json_path:
         save_json(json_path, {'split': split, 'typed': ranks.typed,
-                              'metrics': metrics})
+                              'metrics': metrics,
+                              'ranking_seconds': seconds, **(timing or {})})
         print(f'metrics: {json_path}')
 
 

@@ -186,8 +186,9 @@ def fit(
             optimisation steps in all (counted over resumed runs too).
             (default: :obj:`None`, no limit)
         time_budget (float, optional): End training after the step that
-            passes this many seconds of this call. (default: :obj:`None`,
-            no limit)
+            passes this many seconds of this call (its set-up, the memory
+            and thread probes, included). (default: :obj:`None`, no
+            limit)
 
     Training that ends on :obj:`max_steps` or :obj:`time_budget` in the
     middle of an epoch keeps the weights of the best epoch validated so far
@@ -195,6 +196,7 @@ def fit(
     the point where it ended: resuming with a larger limit continues the
     epoch where it stopped, as if it had never stopped.
     """
+    called = time.perf_counter()
     config = _config(config, settings)
     check_positive_ints(eval_batch_size=eval_batch_size)
     if not progress_interval >= 0:
@@ -236,7 +238,7 @@ def fit(
         log=log if run.is_main else None)
     with exclusive(checkpoint) if checkpoint is not None and run.is_main \
             else nullcontext(), run.guard:
-        run.limit = _Limit(max_steps, time_budget)
+        run.limit = _Limit(max_steps, time_budget, called)
         return _fit_epochs(run, device, eval_batch_size, progress,
                            progress_interval, log, checkpoint, resume,
                            allow_config_change, callback)
@@ -531,12 +533,12 @@ class _Run:
 
 class _Limit:
     r"""When :func:`fit` ends training early: after :obj:`max_steps`
-    optimisation steps in all, or :obj:`time_budget` seconds after it was
-    made."""
+    optimisation steps in all, or :obj:`time_budget` seconds after
+    :obj:`start` (a :func:`time.perf_counter` reading)."""
     def __init__(self, max_steps: Optional[int],
-                 time_budget: Optional[float]):
+                 time_budget: Optional[float], start: float):
         self.max_steps, self.time_budget = max_steps, time_budget
-        self.start = time.perf_counter()
+        self.start = start
         self.reason = ''
 
     def reached(self, global_step: int) -> bool:

@@ -10,10 +10,11 @@ from torch import Tensor
 from torch.nn import Module
 
 from pyg_degreembed.data.convert import as_kg
-from pyg_degreembed.data.kg import index_tensor
+from pyg_degreembed.data.kg import index_tensor, split_triples
 from pyg_degreembed.evaluation.ranks import Ranks, compute_ranks
 from pyg_degreembed.interpret.applied_rules import AppliedRules, rule_counts
 from pyg_degreembed.interpret.constant_rules import constant_rule_counts
+from pyg_degreembed.interpret.mining import MinedCounts
 
 
 class PerRelationScorer(Module):
@@ -180,7 +181,10 @@ class ScorerChoice(NamedTuple):
 def choose_scorer(model: Module, data: Any, num_steps: int,
                   scorer: str = 'auto', device: Optional[Any] = None,
                   unseen: Sequence[float] = UNSEEN_CHOICES,
-                  constants: bool = True) -> ScorerChoice:
+                  constants: bool = True,
+                  mined: Optional[MinedCounts] = None,
+                  deadline: Optional[float] = None,
+                  seed: int = 0) -> ScorerChoice:
     r"""Mines the applied rules of length at most :obj:`num_steps` with
     :obj:`model` as tie-break, with the confidences
     :math:`\mathrm{support} / (\mathrm{groundings} + u)` of the
@@ -208,6 +212,16 @@ def choose_scorer(model: Module, data: Any, num_steps: int,
         constants (bool, optional): Mine the constant rules too (they name
             the entities of :obj:`data`: leave them out for a model meant
             for other graphs). (default: :obj:`True`)
+        mined (MinedCounts, optional): The rules' counts, if already
+            mined (:func:`~pyg_degreembed.interpret.mining.mine_counts`;
+            its constant rules are used where :obj:`constants`).
+            (default: :obj:`None`: counted here, exactly)
+        deadline (float, optional): A :func:`time.perf_counter` reading by
+            which the choice should be made: the validation triples are
+            ranked in a seeded random order, 256 at a time, until it has
+            passed (at least 256), and the choice is made on those.
+            (default: :obj:`None`, every validation triple)
+        seed (int, optional): Seed of that order. (default: :obj:`0`)
     """
     if scorer not in ('auto', 'rules'):
         raise ValueError(f"'scorer' must be 'auto' or 'rules', got "
@@ -219,8 +233,15 @@ def choose_scorer(model: Module, data: Any, num_steps: int,
         device = next(model.parameters()).device
     kg = as_kg(data)
     start = time.perf_counter()
-    counts = rule_counts(data, num_steps)
-    constant_counts = constant_rule_counts(data) if constants else None
+    if mined is None:
+        counts = rule_counts(data, num_steps)
+        constant_counts = constant_rule_counts(data) if constants else None
+    else:
+        counts = mined.counts
+        constant_counts = mined.constant_counts if constants else None
+        if constants and constant_counts is None:
+            raise ValueError("'mined' holds no constant rules: mine them "
+                             'or pass constants=False')
 
     def mine(u):
         return AppliedRules.mine(data, num_steps, unseen=u, tie_break=model,
@@ -236,15 +257,19 @@ def choose_scorer(model: Module, data: Any, num_steps: int,
     # the model run once, the rules scored under each u (those mined with
     # the smallest u hold every constant rule that a larger one keeps).
     smallest = min(unseen)
-    mined = mine(smallest)
-    *ranked, model_ranks = compute_ranks(
-        UnseenChoices(mined, unseen), data, 'valid')
+    applied_smallest = mine(smallest)
+    valid = split_triples(kg, 'valid')
+    *ranked, model_ranks = _rank_until(
+        UnseenChoices(applied_smallest, unseen), data, valid, deadline, seed)
     mrr = [ranks.metrics()['mrr'] for ranks in ranked]
     best = mrr.index(max(mrr))
     rules_ranks, u = ranked[best], unseen[best]
-    applied = mined if u == smallest else mine(u)
-    reason = 'validation MRR: applied rules ' + ', '.join(
-        f'{value:.4f} (u = {u_:g})' for u_, value in zip(unseen, mrr))
+    applied = applied_smallest if u == smallest else mine(u)
+    shown = model_ranks.relation.numel() // 2
+    reason = ('' if shown == valid.size(1) else
+              f'on {shown} of {valid.size(1)} validation triples, ') + \
+        'validation MRR: applied rules ' + ', '.join(
+            f'{value:.4f} (u = {u_:g})' for u_, value in zip(unseen, mrr))
     if scorer == 'rules':
         return ScorerChoice(applied, 'rules', f'asked for; {reason}',
                             applied, time.perf_counter() - start, unseen=u,
@@ -268,6 +293,36 @@ def choose_scorer(model: Module, data: Any, num_steps: int,
     mixed = PerRelationScorer(applied, use_model).to(device)
     return ScorerChoice(mixed, 'per-relation', reason, applied, seconds,
                         use_model, u, ranked)
+
+
+def _rank_until(model: Module, data: Any, triples: Tensor,
+                deadline: Optional[float], seed: int,
+                chunk: int = 256) -> List[Ranks]:
+    # The rankings of compute_ranks on `triples`: all of them without a
+    # deadline, else chunks of them in a seeded order until the deadline
+    # (at least one), the chunks' ranks joined.
+    if deadline is None:
+        return compute_ranks(model, data, triples)
+    order = torch.randperm(triples.size(1),
+                           generator=torch.Generator().manual_seed(seed))
+    parts = []
+    for begin in range(0, triples.size(1), chunk):
+        if parts and time.perf_counter() >= deadline:
+            break
+        parts.append(compute_ranks(model, data,
+                                   triples[:, order[begin:begin + chunk]]))
+    return [_join_ranks([part[i] for part in parts])
+            for i in range(len(parts[0]))]
+
+
+def _join_ranks(parts: Sequence[Ranks]) -> Ranks:
+    # One Ranks of the queries of several (of one model, on one KG).
+    return Ranks({tie: torch.cat([p.ranks[tie] for p in parts])
+                  for tie in parts[0].ranks},
+                 torch.cat([p.relation for p in parts]),
+                 torch.cat([p.direction for p in parts]),
+                 None if parts[0].candidates is None else
+                 torch.cat([p.candidates for p in parts]), parts[0].typed)
 
 
 __all__ = ['PerRelationScorer', 'ScorerChoice', 'UNSEEN_CHOICES',

@@ -1,0 +1,110 @@
+r"""One time budget for a whole run, shared out between its stages.
+
+A run of :obj:`pyg-degreembed train` is: set-up (reading the KG, choosing
+the rule length), mining the rules, training the model, choosing the scorer
+on validation and saving.  :class:`TimePlan` gives each stage a deadline
+from the seconds left when it starts, so that a stage that ends early leaves
+its time to the next, and each stage is anytime (it returns its best so far
+at its deadline): the sampled miner
+(:func:`~pyg_degreembed.interpret.sampled_rules.sample_rule_counts`),
+:func:`~pyg_degreembed.fit` with :obj:`time_budget`, and the validation
+choice on the triples ranked by its deadline
+(:func:`~pyg_degreembed.training.scorer.choose_scorer`).  The test ranking
+comes after the budget (it is measurement, not training) and is timed
+apart.
+
+The shares (of the seconds left after the set-up, less
+:data:`SAVE_SECONDS`): mining :data:`MINING_SHARE`, the validation choice
+:data:`CHOICE_SHARE`, training the rest.  They were set by hand on the
+runs of :obj:`benchmarks/anytime.py` (mining and choice take little on the
+small KGs, where training then gets nearly all the time).
+"""
+import time
+from typing import Optional
+
+#: The budget of :obj:`pyg-degreembed train` when none is given: the default
+#: command on an unknown KG ends within minutes.
+DEFAULT_SECONDS = 600.
+#: The share of the time left after the set-up that mining may take.
+MINING_SHARE = 0.35
+#: The share of the time left after the set-up kept for the validation
+#: choice.
+CHOICE_SHARE = 0.15
+#: Seconds kept for writing the checkpoint and the metrics at the end.
+SAVE_SECONDS = 2.
+
+
+class TimePlan:
+    r"""The deadlines of a run's stages under one budget of :obj:`seconds`
+    (:obj:`None`: no limit, every deadline is :obj:`None`), counted from
+    :obj:`start` (a :func:`time.perf_counter` reading; default: now).
+
+    Args:
+        seconds (float, optional): The budget.
+        start (float, optional): When the run started.
+    """
+    def __init__(self, seconds: Optional[float],
+                 start: Optional[float] = None):
+        if seconds is not None and not seconds > 0:
+            raise ValueError(f'the time budget must be a positive number of '
+                             f'seconds, got {seconds}')
+        self.seconds = seconds
+        self.start = time.perf_counter() if start is None else start
+        self.setup_end: Optional[float] = None
+
+    @property
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.start
+
+    def left(self) -> Optional[float]:
+        r"""Seconds left for the stages, less :data:`SAVE_SECONDS` (at least
+        a millisecond; :obj:`None` without a budget)."""
+        if self.seconds is None:
+            return None
+        return max(self.seconds - self.elapsed - SAVE_SECONDS, 1e-3)
+
+    def _after_setup(self) -> float:
+        if self.setup_end is None:
+            self.setup_end = time.perf_counter()
+        return max(self.seconds - (self.setup_end - self.start) -
+                   SAVE_SECONDS, 1e-3)
+
+    def mining_seconds(self) -> Optional[float]:
+        r"""The seconds mining may take (ends the set-up)."""
+        if self.seconds is None:
+            return None
+        return MINING_SHARE * self._after_setup()
+
+    def training_seconds(self) -> Optional[float]:
+        r"""The seconds training may take: what is left, less the choice's
+        share."""
+        if self.seconds is None:
+            return None
+        return max(self.left() - CHOICE_SHARE * self._after_setup(), 1e-3)
+
+    def deadline(self) -> Optional[float]:
+        r"""The :func:`time.perf_counter` reading by which the stages must
+        end (:obj:`None` without a budget)."""
+        if self.seconds is None:
+            return None
+        return self.start + self.seconds - SAVE_SECONDS
+
+    def describe(self, miner: str) -> str:
+        r"""What the run will do in its budget, in words (after the
+        set-up)."""
+        if self.seconds is None:
+            return ('time budget: none (every stage runs to its end: '
+                    f'{miner} mining, training to early stopping, the '
+                    'choice on every validation triple)')
+        after = self._after_setup()
+        return (f'time budget {self.seconds:g}s for the whole run (the test '
+                f'ranking after it is timed apart): set-up '
+                f'{self.setup_end - self.start:.1f}s, mining <= '
+                f'{MINING_SHARE * after:.0f}s ({miner}), training <= '
+                f'{(1 - MINING_SHARE - CHOICE_SHARE) * after:.0f}s plus what '
+                f'mining leaves, validation choice <= '
+                f'{CHOICE_SHARE * after:.0f}s, saving {SAVE_SECONDS:g}s')
+
+
+__all__ = ['CHOICE_SHARE', 'DEFAULT_SECONDS', 'MINING_SHARE', 'SAVE_SECONDS',
+           'TimePlan']
