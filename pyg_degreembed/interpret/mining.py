@@ -22,9 +22,8 @@ from pyg_degreembed.interpret.applied_rules import (RuleCounts, check_mining,
                                                     rule_counts)
 from pyg_degreembed.interpret.constant_rules import (ConstantRuleCounts,
                                                      constant_rule_counts)
-from pyg_degreembed.interpret.paths import WALKS_PER_SECOND
-from pyg_degreembed.interpret.sampled_rules import (_walk_totals,
-                                                    sample_rule_counts)
+from pyg_degreembed.interpret.paths import WALKS_PER_SECOND, walk_totals
+from pyg_degreembed.interpret.sampled_rules import sample_rule_counts
 
 #: The ways :func:`mine_counts` may count the path rules.
 MINERS = ('auto', 'exact', 'sampled')
@@ -52,7 +51,7 @@ def exact_seconds(data: Any, num_steps: int) -> float:
     .applied_rules.rule_counts` on :obj:`data` at rule length
     :obj:`num_steps` (see the module's description)."""
     graph = resolve_graph(data, num_relations=as_kg(data).num_relations)
-    return float(_walk_totals(graph, num_steps).sum()) / WALKS_PER_SECOND
+    return float(walk_totals(graph, num_steps).sum()) / WALKS_PER_SECOND
 
 
 @torch.no_grad()

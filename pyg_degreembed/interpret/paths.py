@@ -169,6 +169,22 @@ def check_pattern_keys(num_edge_types: int, num_steps: int,
 MAX_WALKS = 4_000_000
 
 
+def walk_totals(graph: TypedGraph, num_steps: int) -> Tensor:
+    r"""Per entity, its walks (paths before merging) of :math:`1, \ldots,`
+    :obj:`num_steps` edges in all: :math:`\sum_l \mathbf{w}_l` with
+    :math:`\mathbf{w}_l = \mathbf{M} \mathbf{w}_{l-1}`,
+    :math:`\mathbf{w}_0 = \mathbf{1}`, :math:`\mathbf{M}` counting the
+    edges (float64, shape :obj:`[N]`)."""
+    walks = torch.ones(graph.num_nodes, dtype=torch.double,
+                       device=graph.device)
+    total = torch.zeros_like(walks)
+    for _ in range(num_steps):
+        walks = walks.new_zeros(graph.num_nodes).index_add_(
+            0, graph.edge_src, walks[graph.edge_dst])
+        total += walks
+    return total
+
+
 def walk_chunks(graph: TypedGraph, start: Tensor, num_steps: int,
                 max_size: int, max_walks: Optional[int] = None
                 ) -> List[Tuple[int, int]]:

@@ -51,7 +51,7 @@ from pyg_degreembed.data.resolve import resolve_graph
 from pyg_degreembed.data.typed_graph import TypedGraph
 from pyg_degreembed.interpret.applied_rules import RuleCounts
 from pyg_degreembed.interpret.paths import (MAX_WALKS, check_pattern_keys,
-                                            expand_paths)
+                                            expand_paths, walk_totals)
 
 
 class SamplingReport(NamedTuple):
@@ -174,18 +174,6 @@ def _reverse(pattern: Tensor, K: int) -> Tensor:
     return out
 
 
-def _walk_totals(graph: TypedGraph, steps: int) -> Tensor:
-    # Per entity, its walks of 1 .. steps edges (w_l = M w_{l-1}).
-    walks = torch.ones(graph.num_nodes, dtype=torch.double,
-                       device=graph.device)
-    total = torch.zeros_like(walks)
-    for _ in range(steps):
-        walks = walks.new_zeros(graph.num_nodes).index_add_(
-            0, graph.edge_src, walks[graph.edge_dst])
-        total += walks
-    return total
-
-
 def _candidates(graph: TypedGraph, triples: Tensor, L: int, R: int,
                 batch: int, deadline: Optional[float]
                 ) -> Tuple[Tensor, Tensor, int, int]:
@@ -195,7 +183,7 @@ def _candidates(graph: TypedGraph, triples: Tensor, L: int, R: int,
     K = 2 * R
     P = (K + 1)**L
     ahead, behind = (L + 1) // 2, L // 2
-    longer, shorter = _walk_totals(graph, ahead), _walk_totals(graph, behind)
+    longer, shorter = walk_totals(graph, ahead), walk_totals(graph, behind)
     x, r, y = triples
     forward = longer[x] + shorter[y]
     backward = longer[y] + shorter[x]
@@ -285,7 +273,6 @@ def _confidences(graph: TypedGraph, queries: Tensor, rules: Tensor, L: int,
     # deadline lets) on sampled body groundings; the rules scored.
     K, N = graph.num_edge_types, graph.num_nodes
     P = (K + 1)**L
-    device = graph.device
     # Training answers keyed (x * N + y) * K + q, sorted.
     answers = torch.sort((queries[0] * N + queries[2]) * K +
                          queries[1]).values

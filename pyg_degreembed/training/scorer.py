@@ -3,7 +3,7 @@ or the applied rules (:class:`~pyg_degreembed.AppliedRules`) mined from the
 training graph with the model as tie-break, the better on validation for
 each query relation."""
 import time
-from typing import Any, List, NamedTuple, Optional, Sequence
+from typing import Any, List, NamedTuple, Optional, Sequence, Union
 
 import torch
 from torch import Tensor
@@ -297,20 +297,27 @@ def choose_scorer(model: Module, data: Any, num_steps: int,
 
 def _rank_until(model: Module, data: Any, triples: Tensor,
                 deadline: Optional[float], seed: int,
-                chunk: int = 256) -> List[Ranks]:
+                first: int = 256) -> Union[Ranks, List[Ranks]]:
     # The rankings of compute_ranks on `triples`: all of them without a
-    # deadline, else chunks of them in a seeded order until the deadline
-    # (at least one), the chunks' ranks joined.
+    # deadline, else parts of them in a seeded order until the deadline (at
+    # least `first` triples; each part up to twice the last, and no more
+    # than the last part's pace fits before the deadline), joined.
     if deadline is None:
         return compute_ranks(model, data, triples)
     order = torch.randperm(triples.size(1),
                            generator=torch.Generator().manual_seed(seed))
-    parts = []
-    for begin in range(0, triples.size(1), chunk):
-        if parts and time.perf_counter() >= deadline:
-            break
+    parts, begin, size = [], 0, first
+    while begin < triples.size(1):
+        start = time.perf_counter()
         parts.append(compute_ranks(model, data,
-                                   triples[:, order[begin:begin + chunk]]))
+                                   triples[:, order[begin:begin + size]]))
+        begin += size
+        pace = size / max(time.perf_counter() - start, 1e-6)
+        size = min(2 * size, int(pace * (deadline - time.perf_counter())))
+        if size < 1:
+            break
+    if isinstance(parts[0], Ranks):  # a model that ranks once
+        return _join_ranks(parts)
     return [_join_ranks([part[i] for part in parts])
             for i in range(len(parts[0]))]
 

@@ -1,0 +1,97 @@
+import json
+import time
+
+import pytest
+import torch
+
+from pyg_degreembed import DegreEmbedReasoner, compute_ranks, load_dataset
+from pyg_degreembed.cli import main
+from pyg_degreembed.interpret.applied_rules import rule_counts
+from pyg_degreembed.interpret.mining import exact_seconds, mine_counts
+from pyg_degreembed.training import time_plan
+from pyg_degreembed.training.scorer import _rank_until, choose_scorer
+from pyg_degreembed.training.time_plan import TimePlan
+
+from test_sampled_rules import star_kg
+
+
+def test_time_plan_shares_what_is_left_after_the_setup():
+    start = time.perf_counter() - 10.
+    plan = TimePlan(100., start)
+    mining = plan.mining_seconds()  # ends the set-up, about 10 s
+    after = 100. - (plan.setup_end - start) - time_plan.SAVE_SECONDS
+    assert mining == pytest.approx(time_plan.MINING_SHARE * after)
+    assert plan.training_seconds() == pytest.approx(
+        plan.left() - time_plan.CHOICE_SHARE * after, abs=0.01)
+    assert plan.deadline() == pytest.approx(
+        start + 100. - time_plan.SAVE_SECONDS)
+    assert '100s for the whole run' in plan.describe('auto')
+    unlimited = TimePlan(None)
+    assert unlimited.mining_seconds() is None
+    assert unlimited.training_seconds() is None
+    assert unlimited.deadline() is None
+    for bad in (0., -1., float('nan')):
+        with pytest.raises(ValueError, match='positive number of seconds'):
+            TimePlan(bad)
+
+
+def test_mining_is_exact_where_it_fits_and_sampled_where_not():
+    data = load_dataset('family')
+    unlimited = mine_counts(data, 2, constants=False)
+    assert unlimited.method == 'exact'
+    exact = rule_counts(data, 2)
+    for got, want in zip(unlimited.counts, exact):
+        assert torch.equal(got, want)
+    # Family at L = 3 is expected to take about 2 s: a 0.5 s limit samples.
+    assert exact_seconds(data, 3) > 0.5
+    start = time.perf_counter()
+    limited = mine_counts(data, 3, time_limit=0.5)
+    assert limited.method == 'sampled'
+    assert time.perf_counter() - start < 8
+    assert limited.constant_counts is not None
+    # A graph whose enumeration is refused: sampled, or refused up front.
+    star = star_kg(110_000)
+    assert mine_counts(star, 3, time_limit=2., constants=False
+                       ).method == 'sampled'
+    with pytest.raises(ValueError, match='walks'):
+        mine_counts(star, 3, miner='exact')
+
+
+def test_the_choice_ranks_validation_triples_until_its_deadline():
+    data = load_dataset('family')
+    model = DegreEmbedReasoner(data.num_relations).eval()
+    valid = torch.stack([data.valid_edge_index[0], data.valid_edge_type,
+                         data.valid_edge_index[1]])
+    # No deadline: every triple, as compute_ranks ranks them.
+    full = _rank_until(model, data, valid, None, 0)
+    want = compute_ranks(model, data, 'valid')
+    assert torch.equal(full.ranks['realistic'], want.ranks['realistic'])
+    # A deadline passed: the first 256 triples of the seeded order, both
+    # directions, ranked as compute_ranks ranks them alone.
+    part = _rank_until(model, data, valid, time.perf_counter() - 1., 0)
+    order = torch.randperm(valid.size(1),
+                           generator=torch.Generator().manual_seed(0))
+    alone = compute_ranks(model, data, valid[:, order[:256]])
+    assert torch.equal(part.ranks['realistic'], alone.ranks['realistic'])
+    choice = choose_scorer(model, data, 2, deadline=time.perf_counter() - 1.)
+    assert f'on 256 of {valid.size(1)} validation triples' in choice.reason
+    assert all(r.relation.numel() == 512 for r in choice.valid_ranks)
+
+
+def test_train_keeps_to_its_budget(tmp_path, capsys):
+    checkpoint = tmp_path / 'run.pt'
+    start = time.perf_counter()
+    code = main(['train', '--dataset', 'kinship', '--time-budget', '12',
+                 '--checkpoint', str(checkpoint), '--no-progress'])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert 'time budget 12s for the whole run' in out
+    with open(tmp_path / 'run.json') as f:
+        metrics = json.load(f)
+    # The run up to the saved model within 1.1 x the budget (the test
+    # ranking after it is timed apart).
+    assert metrics['run_seconds'] <= 1.1 * 12
+    assert metrics['time_budget'] == 12
+    assert time.perf_counter() - start - metrics['ranking_seconds'] <= \
+        1.1 * 12 + 5
+    assert metrics['metrics']['realistic']['mrr'] > 0.3
