@@ -25,8 +25,8 @@ Per dataset and budget B, one run after the other, alone on the machine:
   candidates; an answer outside them counts 0).
 
 Writes results/anytime/<dataset>.json (rows merged by budget: a rerun of a
-budget replaces its row) and regenerates results/anytime.md and
-results/anytime.png from every file.
+budget replaces its row) and regenerates results/anytime.md, the README's
+table and results/anytime.png from every file.
 """
 import argparse
 import glob
@@ -38,7 +38,8 @@ import sys
 import tempfile
 import time
 
-from common import RESULTS, SHARED, machine, write_json, write_markdown
+from common import (RESULTS, SHARED, machine, update_readme, write_json,
+                    write_markdown)
 
 ANYBURL = os.path.join(SHARED, '..', 'tools', 'anyburl', 'run.sh')
 DATASETS = ['family', 'kinship', 'umls', 'wn18rr', 'fb15k-237', 'fb237_v1',
@@ -242,6 +243,7 @@ def main():
                            result)
     text = table()
     write_markdown('anytime.md', text, 'anytime.py')
+    update_readme('anytime-headline', text)
     figure()
     print(text)
 

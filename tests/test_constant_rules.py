@@ -183,3 +183,33 @@ def test_keys_are_the_best_of_path_and_constant_rules():
             expected = torch.tensor(every + [0.] * (3 - len(every)),
                                     dtype=torch.double)
             assert torch.equal(keys[b, y], expected)
+
+
+def test_counts_under_a_time_limit_scale_the_support_of_a_sample():
+    # A limit passed at once: one chunk of 40 queries (in a seeded order) is
+    # joined; the rules with a body are among the exact ones, answer at
+    # least 2 of the joined queries (and no more than in all), their support
+    # scaled by all queries / 40, their groundings exact; the empty-body
+    # rules stay exact.
+    data = random_kg(1, N=30, R=3, E=400)
+    full = constant_rule_counts(data)
+    sample = constant_rule_counts(data, chunk_size=40, time_limit=1e-9,
+                                  seed=3, min_support=2)
+    K, N = 6, 30
+
+    def keys(counts):
+        body = (counts.relation * (K + 1) + counts.body_type) * (N + 1) + \
+            counts.body_node + 1
+        return body * N + counts.answer
+
+    at = torch.searchsorted(keys(full), keys(sample))
+    assert torch.equal(keys(full)[at], keys(sample))
+    assert torch.equal(sample.groundings, full.groundings[at])
+    empty = sample.body_type == K
+    assert torch.equal(sample.support[empty], full.support[at][empty])
+    scale = len(training_queries(data)) / 40
+    raw = sample.support[~empty] / scale
+    assert torch.allclose(raw, raw.round(), atol=0.5 / scale)
+    assert bool((raw.round() >= 2).all())
+    assert bool((raw.round() <= full.support[at][~empty]).all())
+    assert 0 < int((~empty).sum()) < int((full.body_type < K).sum())
