@@ -5,11 +5,12 @@ constant rules of a KG for :meth:`~pyg_degreembed.AppliedRules.mine`: by
 enumeration (:func:`~pyg_degreembed.interpret.applied_rules.rule_counts`)
 where that is expected to end within the limit, else by sampling
 (:func:`~pyg_degreembed.interpret.sampled_rules.sample_rule_counts`).  The
-expected time of the enumeration is its walks (paths before merging, from
-every entity) at :data:`~pyg_degreembed.interpret.paths.WALKS_PER_SECOND`:
-on 2 cores that over-estimates it 1.2-2.2 times (Family at :math:`L = 3`:
-61M walks, 2.7 s; WN18RR at :math:`L = 5`: 7.0G walks, 106 s), so the
-estimate errs towards sampling.
+expected time of the enumeration is :data:`EXACT_OVERHEAD` seconds plus its
+walks (paths before merging, from every entity) at
+:data:`EXACT_WALKS_PER_SECOND`, fitted to single runs on 2 cores (Family at
+:math:`L = 3`: 61M walks, 2.7 s; WN18RR at :math:`L = 3`: 28M walks, 3.3 s;
+at :math:`L = 5`: 7.0G walks, 106 s, where it expects 142 s: a loaded
+machine is slower).
 """
 import time
 from typing import Any, NamedTuple, Optional
@@ -22,9 +23,15 @@ from pyg_degreembed.interpret.applied_rules import (RuleCounts, check_mining,
                                                     rule_counts)
 from pyg_degreembed.interpret.constant_rules import (ConstantRuleCounts,
                                                      constant_rule_counts)
-from pyg_degreembed.interpret.paths import WALKS_PER_SECOND, walk_totals
+from pyg_degreembed.interpret.paths import walk_totals
 from pyg_degreembed.interpret.sampled_rules import sample_rule_counts
 
+#: Seconds of the exact enumeration beyond its walks (see the module's
+#: description).
+EXACT_OVERHEAD = 2.
+#: Walks the exact enumeration expands per second on 2 cores (see the
+#: module's description).
+EXACT_WALKS_PER_SECOND = 5e7
 #: The ways :func:`mine_counts` may count the path rules.
 MINERS = ('auto', 'exact', 'sampled')
 #: The share of the time limit the constant rules may take (their joins;
@@ -51,7 +58,8 @@ def exact_seconds(data: Any, num_steps: int) -> float:
     .applied_rules.rule_counts` on :obj:`data` at rule length
     :obj:`num_steps` (see the module's description)."""
     graph = resolve_graph(data, num_relations=as_kg(data).num_relations)
-    return float(walk_totals(graph, num_steps).sum()) / WALKS_PER_SECOND
+    return EXACT_OVERHEAD + float(walk_totals(graph, num_steps).sum()) / \
+        EXACT_WALKS_PER_SECOND
 
 
 @torch.no_grad()
@@ -116,4 +124,5 @@ def mine_counts(data: Any, num_steps: int,
                        time.perf_counter() - start)
 
 
-__all__ = ['MINERS', 'MinedCounts', 'exact_seconds', 'mine_counts']
+__all__ = ['EXACT_OVERHEAD', 'EXACT_WALKS_PER_SECOND', 'MINERS', 'MinedCounts',
+           'exact_seconds', 'mine_counts']

@@ -126,9 +126,9 @@ def sample_rule_counts(data: Any, num_steps: int = 2,
     kg = as_kg(data)
     R = kg.num_relations
     graph = resolve_graph(data, num_relations=R)
-    K, N, L = 2 * R, graph.num_nodes, num_steps
-    # Keys (triple or rule chunk) * K * P + rule, and pairs x * N + y.
-    check_pattern_keys(K, L, max(K * batch_size, N * N))
+    K, L = 2 * R, num_steps
+    # The search's keys: (triple * K + relation) * P + pattern.
+    check_pattern_keys(K, L, K * batch_size)
     start = time.perf_counter()
     generator = torch.Generator().manual_seed(seed)
     h, r, t = split_triples(kg, 'train')
@@ -283,7 +283,9 @@ def _confidences(graph: TypedGraph, queries: Tensor, rules: Tensor, L: int,
     type_start = per_type.cumsum(0) - per_type
     pair_key = graph.pair_src * K + graph.pair_type
     pair_start = graph.pair_count.cumsum(0) - graph.pair_count
-    chunk = max(1, MAX_WALKS // (num_samples * L))
+    # Rules sampled at once: their walks within MAX_WALKS, and their keys
+    # (rule * N + x) * N + y within 63 bits.
+    chunk = max(1, min(MAX_WALKS // (num_samples * L), 2**62 // (N * N)))
     support, groundings = [], []
     scored = 0
     while scored < rules.numel():
