@@ -188,6 +188,20 @@ def test_edge_range_counts_duplicates(random_graph):
     assert int(absent[1] - absent[0]) == int(M[0, 0, 0])
 
 
+def test_type_range_holds_the_edges_of_each_source_and_type(random_graph):
+    edge_index, edge_type, N, K = random_graph
+    graph = TypedGraph(*random_graph)
+    src = torch.arange(N).repeat_interleave(K)
+    typ = torch.arange(K).repeat(N)
+    lo, hi = graph.type_range(src, typ)
+    M = dense_operators(edge_index, edge_type, N, K)
+    assert torch.equal((hi - lo).double(), M[typ, src].sum(-1))
+    for i in range(src.numel()):
+        edge = torch.arange(int(lo[i]), int(hi[i]))
+        assert bool((graph.edge_src[edge] == src[i]).all())
+        assert bool((graph.edge_type[edge] == typ[i]).all())
+
+
 def test_neighborhood(random_graph):
     edge_index, edge_type, N, K = random_graph
     graph = TypedGraph(*random_graph)

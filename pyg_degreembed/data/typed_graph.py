@@ -297,6 +297,16 @@ class TypedGraph:
         hi = torch.searchsorted(self.edge_keys, key, right=True)
         return lo, hi
 
+    def type_range(self, src: Tensor,
+                   edge_type: Tensor) -> Tuple[Tensor, Tensor]:
+        r"""For each (element-wise) entity :obj:`src` and edge type, the
+        range :obj:`[lo, hi)` of the ids of its out-edges of that type in
+        the sorted edge list (empty where it has none)."""
+        key = (src * self.num_edge_types + edge_type) * self.num_nodes
+        lo = torch.searchsorted(self.edge_keys, key)
+        hi = torch.searchsorted(self.edge_keys, key + self.num_nodes)
+        return lo, hi
+
     def degree_without(self, src: Tensor, edge_type: Tensor, dst: Tensor,
                        query: Tensor) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
         r"""The degree-type sets of the entities whose set changes when

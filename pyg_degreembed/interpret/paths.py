@@ -126,12 +126,9 @@ def _typed_edges(graph: TypedGraph, walk: Tensor, node: Tensor,
     if float((hi - lo).sum()) > untyped:
         return None
     state, child = ragged_arange(lo, hi - lo)
-    edge_type = allowed[child] % (K + 1) - 1
-    at, found = find_sorted(graph.pair_src * K + graph.pair_type,
-                            node[state] * K + edge_type)
-    state, at = state[found], at[found]
-    first = graph.pair_count.cumsum(0) - graph.pair_count
-    row, edge = ragged_arange(first[at], graph.pair_count[at])
+    first, last = graph.type_range(node[state],
+                                   allowed[child] % (K + 1) - 1)
+    row, edge = ragged_arange(first, last - first)
     return state[row], edge
 
 
@@ -175,14 +172,21 @@ def walk_totals(graph: TypedGraph, num_steps: int) -> Tensor:
     :math:`\mathbf{w}_l = \mathbf{M} \mathbf{w}_{l-1}`,
     :math:`\mathbf{w}_0 = \mathbf{1}`, :math:`\mathbf{M}` counting the
     edges (float64, shape :obj:`[N]`)."""
+    total = torch.zeros(graph.num_nodes, dtype=torch.double,
+                        device=graph.device)
+    for walks in _walks(graph, num_steps):
+        total += walks
+    return total
+
+
+def _walks(graph: TypedGraph, num_steps: int) -> Iterator[Tensor]:
+    # w_1, ..., w_L of walk_totals (float64, shape [N]).
     walks = torch.ones(graph.num_nodes, dtype=torch.double,
                        device=graph.device)
-    total = torch.zeros_like(walks)
     for _ in range(num_steps):
         walks = walks.new_zeros(graph.num_nodes).index_add_(
             0, graph.edge_src, walks[graph.edge_dst])
-        total += walks
-    return total
+        yield walks
 
 
 def walk_chunks(graph: TypedGraph, start: Tensor, num_steps: int,
@@ -200,9 +204,8 @@ def walk_chunks(graph: TypedGraph, start: Tensor, num_steps: int,
         max_walks = MAX_WALKS
     walks = torch.ones(graph.num_nodes, dtype=torch.double,
                        device=graph.device)
-    for _ in range(num_steps):
-        walks = walks.new_zeros(graph.num_nodes).index_add_(
-            0, graph.edge_src, walks[graph.edge_dst])
+    for walks in _walks(graph, num_steps):  # to w_L
+        pass
     total = float(walks[start].sum())
     if total > MAX_TOTAL_WALKS:
         raise ResourceError(

@@ -281,8 +281,6 @@ def _confidences(graph: TypedGraph, queries: Tensor, rules: Tensor, L: int,
     type_heads = graph.pair_src[by_type]
     per_type = torch.bincount(graph.pair_type, minlength=K)
     type_start = per_type.cumsum(0) - per_type
-    pair_key = graph.pair_src * K + graph.pair_type
-    pair_start = graph.pair_count.cumsum(0) - graph.pair_count
     # Rules sampled at once: their walks within MAX_WALKS, and their keys
     # (rule * N + x) * N + y within 63 bits.
     chunk = max(1, min(MAX_WALKS // (num_samples * L), 2**62 // (N * N)))
@@ -291,8 +289,7 @@ def _confidences(graph: TypedGraph, queries: Tensor, rules: Tensor, L: int,
     while scored < rules.numel():
         part = rules[scored:scored + chunk]
         s, g = _sample_bodies(graph, part, L, num_samples, generator,
-                              answers, type_heads, type_start, per_type,
-                              pair_key, pair_start)
+                              answers, type_heads, type_start, per_type)
         support.append(s)
         groundings.append(g)
         scored += part.numel()
@@ -308,7 +305,7 @@ def _confidences(graph: TypedGraph, queries: Tensor, rules: Tensor, L: int,
 
 
 def _sample_bodies(graph, rules, L, num_samples, generator, answers,
-                   type_heads, type_start, per_type, pair_key, pair_start
+                   type_heads, type_start, per_type
                    ) -> Tuple[Tensor, Tensor]:
     # Per rule: the distinct sampled groundings (x, y), x != y, of its body,
     # and those that are training answers of its relation (reached without
@@ -340,11 +337,11 @@ def _sample_bodies(graph, rules, L, num_samples, generator, answers,
     for i in range(1, int(length.max()) + 1):
         k = digit(i)
         active = alive & (k >= 0)
-        at, found = find_sorted(pair_key, node * K + k)
+        lo, hi = graph.type_range(node, k)
+        found = hi > lo
         alive = alive & (found | ~active)
         step = active & found
-        edge = pair_start[at] + (uniform(rule.numel()) *
-                                 graph.pair_count[at]).long()
+        edge = lo + (uniform(rule.numel()) * (hi - lo)).long()
         edge = torch.where(step, edge, -1)
         edges.append(edge)
         node = torch.where(step, graph.edge_dst[edge.clamp(min=0)], node)

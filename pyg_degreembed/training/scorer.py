@@ -218,8 +218,9 @@ def choose_scorer(model: Module, data: Any, num_steps: int,
             (default: :obj:`None`: counted here, exactly)
         deadline (float, optional): A :func:`time.perf_counter` reading by
             which the choice should be made: the validation triples are
-            ranked in a seeded random order, 256 at a time, until it has
-            passed (at least 256), and the choice is made on those.
+            ranked in a seeded random order, in parts of 256 growing as
+            the pace allows, until it has passed (at least 256), and the
+            choice is made on those.
             (default: :obj:`None`, every validation triple)
         seed (int, optional): Seed of that order. (default: :obj:`0`)
     """
