@@ -23,6 +23,7 @@ import signal
 import sys
 import threading
 import time
+from contextlib import nullcontext
 from typing import List, Optional
 
 import torch
@@ -51,7 +52,8 @@ from pyg_degreembed.training.checkpoint import (SCORERS, CheckpointError,
                                                 scorer_from_checkpoint)
 from pyg_degreembed.training.config import TrainConfig
 from pyg_degreembed.training.distributed import init_from_env, world
-from pyg_degreembed.training.files import check_output, input_files
+from pyg_degreembed.training.files import (check_output, exclusive,
+                                           input_files)
 from pyg_degreembed.training.loop import fit
 from pyg_degreembed.training.runtime import retain_freed_memory
 from pyg_degreembed.training.scorer import PerRelationScorer, choose_scorer
@@ -447,11 +449,31 @@ def cmd_train(args):
     inputs = input_files(source)
     check_output(checkpoint, 'checkpoint', 'checkpoint', inputs)
     check_output(json_path, 'metrics', 'json', inputs)
-    if os.path.exists(checkpoint) and not args.resume and \
-            not args.overwrite:
-        raise CLIError(f'{checkpoint} exists; add --resume to continue it '
-                       'or --overwrite to replace it')
     plan = TimePlan(args.time_budget, getattr(args, 'started', None))
+    # One lock for the whole command: the test that the checkpoint is new,
+    # training, and the rules and scorer written into it afterwards.
+    with exclusive(checkpoint) if process == 0 else nullcontext():
+        if os.path.exists(checkpoint) and not args.resume and \
+                not args.overwrite:
+            raise CLIError(f'{checkpoint} exists; add --resume to continue '
+                           'it or --overwrite to replace it')
+        data, scorer = _train(args, config, plan, source, checkpoint,
+                              device, process)
+    run_seconds = plan.elapsed
+    if process == 0:
+        print(f'checkpoint: {checkpoint} (run {run_seconds:.1f}s'
+              + ('' if args.time_budget is None else
+                 f' of the {args.time_budget:g}s budget') + ')')
+    if data.test_edge_type.numel() > 0:
+        _report(scorer, data, 'test', json_path, quiet=process != 0,
+                progress=not args.no_progress,
+                timing={'run_seconds': run_seconds,
+                        'time_budget': args.time_budget})
+
+
+def _train(args, config, plan, source, checkpoint, device, process):
+    # train's work up to the saved checkpoint: returns the KG and what
+    # ranks its answers.
     if source == args.dataset and args.dataset in BUNDLED and process == 0:
         print(f'dataset: {os.path.abspath(source)} (a path that exists comes '
               f'before the bundled {args.dataset})')
@@ -519,16 +541,7 @@ def cmd_train(args):
             payload['scorer'] = choice.name
             payload['model_relations'] = choice.use_model
             save_checkpoint(checkpoint, payload)
-    run_seconds = plan.elapsed
-    if process == 0:
-        print(f'checkpoint: {checkpoint} (run {run_seconds:.1f}s'
-              + ('' if args.time_budget is None else
-                 f' of the {args.time_budget:g}s budget') + ')')
-    if data.test_edge_type.numel() > 0:
-        _report(scorer, data, 'test', json_path, quiet=process != 0,
-                progress=not args.no_progress,
-                timing={'run_seconds': run_seconds,
-                        'time_budget': args.time_budget})
+    return data, scorer
 
 
 def _mining_plan(args, data, process: int) -> bool:

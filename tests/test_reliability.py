@@ -313,3 +313,49 @@ def test_python_api_misuse_names_the_argument(toy_kg):
         fit(DegreEmbedReasoner(2), empty, epochs=1, log=None)
     with pytest.raises(ValueError, match="'lr' must be"):
         fit(model, chain_kg(), lr=float('inf'), log=None)
+
+
+# The lock race: the second of two runs started together is refused.
+def _race_worker(argv, inside, release, result, paused):
+    import pyg_degreembed.cli as cli
+    if paused:  # hold the lock until the other run has tried
+        load = cli.load_dataset
+
+        def load_after_the_other(name):
+            inside.set()
+            assert release.wait(120)
+            return load(name)
+        cli.load_dataset = load_after_the_other
+    else:
+        assert inside.wait(120)
+    with open(os.devnull, 'w') as quiet:
+        sys.stdout = quiet
+        result.value = main(argv)
+    if not paused:
+        release.set()
+
+
+def test_two_runs_started_together_one_succeeds(tmp_path, capfd):
+    import multiprocessing
+    context = multiprocessing.get_context('fork')
+    checkpoint = str(tmp_path / 'r.pt')
+    base = ['train', '--dataset', triples_file(tmp_path / 'kg.tsv', n=300),
+            '--steps', '2',
+            '--scorer', 'model', '--max-steps', '2', '--dim', '4',
+            '--checkpoint', checkpoint, '--no-progress']
+    inside, release = context.Event(), context.Event()
+    results = [context.Value('i', -1), context.Value('i', -1)]
+    workers = [context.Process(target=_race_worker, args=(
+        base + ['--seed', str(seed)], inside, release, results[i], i == 0))
+        for i, seed in enumerate((1, 2))]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(180)
+    assert inside.is_set() and release.is_set()  # the runs did overlap
+    assert [r.value for r in results] == [0, 2]
+    assert 'another process' in capfd.readouterr().err
+    assert load_checkpoint(checkpoint)['fit']['seed'] == 1
+    # Once the first has finished, the second finds its checkpoint.
+    assert main(base + ['--seed', '2']) == 2
+    assert 'exists' in capfd.readouterr().err

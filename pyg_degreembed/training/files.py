@@ -166,16 +166,33 @@ def exclusive(path: str) -> Iterator[None]:
     system releases it when its process ends, however it ends, so a lock
     left by a killed process is never a held lock.  The holder writes its
     process id into the file (for the message another process gets) and
-    removes the file before it releases the lock; a taker checks that the
-    file it locked is still the one at the path, so removing it never lets
-    two processes hold the lock."""
+    removes the file before it releases the lock (where the folder allows);
+    a taker checks that the file it locked is still the one at the path, so
+    removing it never lets two processes hold the lock.  The lock is
+    re-entrant within a process: a command that holds it for its whole run
+    calls :func:`~pyg_degreembed.fit`, which takes it again."""
     lock_path = path + '.lock'
+    key = os.path.realpath(lock_path)
+    if key in _HELD:  # this process holds it already (one command)
+        yield
+        return
     check_writable(lock_path, 'lock file')
     os.makedirs(os.path.dirname(os.path.abspath(lock_path)), exist_ok=True)
-    if fcntl is None:
-        with _portable_lock(path, lock_path):
+    _HELD.add(key)
+    try:
+        with (_portable_lock if fcntl is None else _system_lock)(
+                path, lock_path):
             yield
-        return
+    finally:
+        _HELD.discard(key)
+
+
+#: The lock files this process holds (:func:`exclusive` is re-entrant).
+_HELD = set()
+
+
+@contextmanager
+def _system_lock(path: str, lock_path: str) -> Iterator[None]:
     while True:
         fd = os.open(lock_path, os.O_CREAT | os.O_RDWR, 0o644)
         try:
@@ -196,7 +213,7 @@ def exclusive(path: str) -> Iterator[None]:
     finally:
         try:
             os.remove(lock_path)
-        except FileNotFoundError:
+        except OSError:  # a folder made read-only: the file stays, unlocked
             pass
         os.close(fd)  # releases the lock
 

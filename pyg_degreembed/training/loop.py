@@ -211,10 +211,6 @@ def fit(
         raise ValueError("'resume' needs a 'checkpoint' path")
     if checkpoint is not None:
         check_writable(checkpoint, 'checkpoint')
-        if os.path.exists(checkpoint) and not resume and not overwrite:
-            raise CheckpointError(
-                f'{checkpoint} exists; resume from it (--resume, '
-                'resume=True) or replace it (--overwrite, overwrite=True)')
     device = torch.device(device) if device is not None else \
         next(model.parameters()).device
     model.to(device)
@@ -238,10 +234,23 @@ def fit(
         log=log if run.is_main else None)
     with exclusive(checkpoint) if checkpoint is not None and run.is_main \
             else nullcontext(), run.guard:
+        if checkpoint is not None:  # tested under the lock
+            check_new_checkpoint(checkpoint, resume, overwrite)
         run.limit = _Limit(max_steps, time_budget, called)
         return _fit_epochs(run, device, eval_batch_size, progress,
                            progress_interval, log, checkpoint, resume,
                            allow_config_change, callback)
+
+
+def check_new_checkpoint(path: str, resume: bool, overwrite: bool):
+    r"""Refuses to replace the existing checkpoint :obj:`path` unless the
+    run resumes it or overwrites it; tested while the lock of :obj:`path`
+    is held (:func:`~pyg_degreembed.training.files.exclusive`), so that of
+    two runs started together the second sees the first's file."""
+    if os.path.exists(path) and not resume and not overwrite:
+        raise CheckpointError(
+            f'{path} exists; resume from it (--resume, resume=True) or '
+            'replace it (--overwrite, overwrite=True)')
 
 
 def _config(config: Optional[TrainConfig], settings: dict) -> TrainConfig:
