@@ -23,6 +23,7 @@ import signal
 import sys
 import threading
 import time
+import warnings
 from contextlib import nullcontext
 from typing import List, Optional
 
@@ -98,6 +99,12 @@ def _terminate(signum, frame):
     raise _Terminated()
 
 
+def _show_warning(message, category, filename, lineno, file=None,
+                  line=None):
+    # A warning on the command line: one line, like the errors.
+    print(f'warning: {message}', file=sys.stderr)
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     started = time.perf_counter()
     parser = build_parser()
@@ -106,6 +113,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     retain_freed_memory()
     previous = signal.signal(signal.SIGTERM, _terminate) \
         if threading.current_thread() is threading.main_thread() else None
+    show_warning, warnings.showwarning = warnings.showwarning, _show_warning
     try:
         args.handler(args)
     except (CLIError, CheckpointError, KGFormatError, OSError,
@@ -132,6 +140,7 @@ def main(argv: Optional[List[str]] = None) -> int:
               'report it', file=sys.stderr)
         return 1
     finally:
+        warnings.showwarning = show_warning
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
     return 0
@@ -516,11 +525,20 @@ def _train(args, config, plan, source, checkpoint, device, process):
             print(f'mining: {mined.description} ({mined.seconds:.1f}s)')
     elif process == 0:
         print(plan.describe('no'))
-    fit(model, data, config, device=device, progress=not args.no_progress,
-        progress_interval=args.progress_interval, checkpoint=checkpoint,
-        resume=args.resume, overwrite=args.overwrite,
-        allow_config_change=args.allow_config_change,
-        max_steps=args.max_steps, time_budget=plan.training_seconds())
+    result = fit(model, data, config, device=device,
+                 progress=not args.no_progress,
+                 progress_interval=args.progress_interval,
+                 checkpoint=checkpoint,
+                 resume=args.resume, overwrite=args.overwrite,
+                 allow_config_change=args.allow_config_change,
+                 max_steps=args.max_steps,
+                 time_budget=plan.training_seconds())
+    if result.steps == 0:
+        raise CLIError(f'the time budget of {args.time_budget:g}s was spent '
+                       f'before the first training step (set-up and mining '
+                       f'took {plan.elapsed:.1f}s); give a larger '
+                       f'--time-budget (the checkpoint {checkpoint} resumes '
+                       'with --resume)')
     scorer = model
     if mine:
         choice = choose_scorer(model, data, args.steps, args.scorer, device,

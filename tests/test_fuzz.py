@@ -151,7 +151,7 @@ def invalid_numbers(argv) -> bool:
         return True
     if value.get('--time-budget') in ('-1', '0', 'nan'):
         return True
-    return '--lr' in value and value['--lr'] in ('-1', 'inf', 'nan')
+    return '--lr' in value and value['--lr'] in ('-1', '0', 'inf', 'nan')
 
 
 @FUZZ

@@ -237,9 +237,9 @@ def test_options_beyond_the_machine_are_refused(tmp_path, capsys,
     kg = triples_file(tmp_path / 'kg.tsv')
     monkeypatch.setattr(budget, 'available_memory', lambda: 2 * 10**9)
     err = one_line_error(capsys, ['train', '--dataset', kg, '--dim',
-                                  '100000', '--checkpoint',
+                                  '30000', '--checkpoint',
                                   str(tmp_path / 'a.pt')],
-                         'A model with --dim 100000 and --rank 3 needs '
+                         'A model with --dim 30000 and --rank 3 needs '
                          'about')
     assert 'TB of memory; 2.0 GB is available' in err
     monkeypatch.setattr(budget, 'available_memory', lambda: 10**6)

@@ -126,8 +126,11 @@ def test_checkpoints_are_never_overwritten_silently(tmp_path, capsys):
     (['--epochs', '0'], "'epochs' must be a positive integer"),
     (['--epochs', '-5'], "'epochs' must be a positive integer"),
     (['--batch-size', '0'], "'batch_size' must be a positive integer"),
-    (['--lr', 'inf'], "'lr' must be a finite number >= 0"),
-    (['--lr', 'nan'], "'lr' must be a finite number >= 0"),
+    (['--lr', 'inf'], "'lr' must be a finite number > 0"),
+    (['--lr', 'nan'], "'lr' must be a finite number > 0"),
+    (['--lr', '0'], "'lr' must be a finite number > 0"),
+    (['--steps', '1000000'], "'num_steps' must be at most 10"),
+    (['--rank', '10000000'], "'rank' must be at most 100"),
     (['--dim', '0'], "'embedding_dim' must be a positive integer"),
     (['--device', 'bogus'], "unknown device 'bogus'"),
     (['--patience', '0'], "'patience' must be a positive integer"),
@@ -337,7 +340,9 @@ def _race_worker(argv, inside, release, result, paused):
 
 def test_two_runs_started_together_one_succeeds(tmp_path, capfd):
     import multiprocessing
-    context = multiprocessing.get_context('fork')
+    # spawn: a forked child of a process that ran torch's thread pool can
+    # hang in it.
+    context = multiprocessing.get_context('spawn')
     checkpoint = str(tmp_path / 'r.pt')
     base = ['train', '--dataset', triples_file(tmp_path / 'kg.tsv', n=300),
             '--steps', '2',
@@ -351,7 +356,7 @@ def test_two_runs_started_together_one_succeeds(tmp_path, capfd):
     for w in workers:
         w.start()
     for w in workers:
-        w.join(180)
+        w.join(300)
     assert inside.is_set() and release.is_set()  # the runs did overlap
     assert [r.value for r in results] == [0, 2]
     assert 'another process' in capfd.readouterr().err
@@ -359,3 +364,53 @@ def test_two_runs_started_together_one_succeeds(tmp_path, capfd):
     # Once the first has finished, the second finds its checkpoint.
     assert main(base + ['--seed', '2']) == 2
     assert 'exists' in capfd.readouterr().err
+
+
+def test_a_failed_save_is_reported_as_itself_and_the_lock_released(
+        tmp_path, monkeypatch):
+    # A folder made read-only during training: the lock file cannot be
+    # removed either; the error is the save's, and the lock is free.
+    from pyg_degreembed.training.files import atomic_write
+    path = str(tmp_path / 'x.pt')
+    remove = os.remove
+
+    def refuse_lock_removal(name):
+        if name.endswith('.lock'):
+            raise PermissionError(13, 'Permission denied', name)
+        remove(name)
+
+    def disk_full(f):
+        raise OSError(28, 'No space left on device')
+
+    monkeypatch.setattr(os, 'remove', refuse_lock_removal)
+    with pytest.raises(FileError, match='No space left on device'):
+        with exclusive(path):
+            atomic_write(path, disk_full)
+    monkeypatch.undo()
+    assert os.path.exists(path + '.lock')  # left, but not held
+    with exclusive(path):
+        pass
+
+
+@pytest.mark.parametrize('argv,message', [
+    (['--lr', '1e308'], 'training diverged: the weights became infinite or '
+     'NaN at step 1 of epoch 1'),
+    (['--time-budget', '1e-300'], 'spent before the first training step'),
+])
+def test_degenerate_training_is_stopped_with_one_line(tmp_path, capsys, argv,
+                                                      message):
+    path = triples_file(tmp_path / 'kg.tsv', n=300)
+    checkpoint = tmp_path / 'run.pt'
+    one_line_error(capsys, ['train', '--dataset', path, '--checkpoint',
+                            str(checkpoint), '--no-progress', '--dim', '4',
+                            '--scorer', 'model'] + argv, message)
+    assert not os.path.exists(str(checkpoint) + '.lock')
+    if '--time-budget' in argv:  # saved, resumable, nothing lost
+        payload = load_checkpoint(str(checkpoint))
+        assert payload['state']['global_step'] == 0
+        assert main(['train', '--dataset', path, '--checkpoint',
+                     str(checkpoint), '--no-progress', '--dim', '4',
+                     '--scorer', 'model', '--resume', '--epochs', '1']) == 0
+        assert load_checkpoint(str(checkpoint))['state']['global_step'] > 0
+    else:  # no checkpoint of diverged weights
+        assert not checkpoint.exists()

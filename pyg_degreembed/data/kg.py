@@ -35,6 +35,37 @@ def check_positive_ints(**values):
                              f'{value!r}')
 
 
+#: The longest rules (edges in a rule body, :obj:`num_steps`, :obj:`--steps`)
+#: the library builds models for or mines: each step is a pass over the
+#: graph, and rules longer than 5 have not helped on any benchmark.
+MAX_RULE_LENGTH = 10
+#: The most rules of a :class:`~pyg_degreembed.RuleReasoner` (rank
+#: :math:`T`, one LSTM each; DRUM uses up to 4).
+MAX_RANK = 100
+#: The widest embedding or hidden layer (the memory check refuses what
+#: does not fit well before).
+MAX_CHANNELS = 1 << 16
+
+
+def check_at_most(limit: int, what: str = '', **values):
+    r"""Refuses any argument above :obj:`limit` (checked with
+    :func:`check_positive_ints` first), naming it and, in :obj:`what`, why
+    the limit is there."""
+    check_positive_ints(**values)
+    for name, value in values.items():
+        if value > limit:
+            raise ValueError(f"'{name}' must be at most {limit}"
+                             f"{' (' + what + ')' if what else ''}, got "
+                             f'{value}')
+
+
+def check_rule_length(num_steps: int):
+    r"""Refuses a rule length :obj:`num_steps` that is not a whole number in
+    :math:`[1,` :data:`MAX_RULE_LENGTH` :math:`]`."""
+    check_at_most(MAX_RULE_LENGTH, 'the longest rules this library runs',
+                  num_steps=num_steps)
+
+
 def index_tensor(value, name: str) -> Tensor:
     r"""Returns :obj:`value` (a tensor, a list or an int) as a :obj:`long`
     tensor of ids; floating-point, complex and boolean values are refused

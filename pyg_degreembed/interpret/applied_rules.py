@@ -47,8 +47,9 @@ from torch import Tensor
 from torch.nn import Module
 
 from pyg_degreembed.data.convert import as_kg
-from pyg_degreembed.data.kg import (check_positive_ints, index_tensor,
-                                    query_edges, training_queries)
+from pyg_degreembed.data.kg import (check_positive_ints, check_rule_length,
+                                    index_tensor, query_edges,
+                                    training_queries)
 from pyg_degreembed.data.ragged import find_sorted
 from pyg_degreembed.data.resolve import resolve_graph
 from pyg_degreembed.data.typed_graph import TypedGraph
@@ -106,8 +107,8 @@ class AppliedRules(Module):
                  groundings: Optional[Tensor] = None,
                  constant_rules: Optional[ConstantRules] = None):
         super().__init__()
-        check_positive_ints(num_relations=num_relations, num_steps=num_steps,
-                            num_keys=num_keys)
+        check_positive_ints(num_relations=num_relations, num_keys=num_keys)
+        check_rule_length(num_steps)
         self.num_relations = num_relations
         self.num_edge_types = 2 * num_relations
         self.num_steps = num_steps
@@ -577,7 +578,8 @@ def rule_counts(data: Any, num_steps: int = 2,
     """
     kg = as_kg(data)
     R = kg.num_relations
-    check_positive_ints(num_steps=num_steps, chunk_size=chunk_size)
+    check_rule_length(num_steps)
+    check_positive_ints(chunk_size=chunk_size)
     P = (2 * R + 1)**num_steps
     graph = resolve_graph(data, num_relations=R)
     queries = training_queries(kg)
@@ -601,7 +603,8 @@ def check_mining(data: Any, num_steps: int, chunk_size: int = 256):
     more walks than :data:`~pyg_degreembed.interpret.paths.MAX_TOTAL_WALKS`."""
     kg = as_kg(data)
     R, N = kg.num_relations, kg.num_nodes
-    check_positive_ints(num_steps=num_steps, chunk_size=chunk_size)
+    check_rule_length(num_steps)
+    check_positive_ints(chunk_size=chunk_size)
     check_pattern_keys(2 * R, num_steps, max(2 * R, chunk_size * N))
     walk_chunks(resolve_graph(data, num_relations=R), torch.arange(N),
                 num_steps, chunk_size)

@@ -44,8 +44,9 @@ import torch
 from torch import Tensor
 
 from pyg_degreembed.data.convert import as_kg
-from pyg_degreembed.data.kg import (check_positive_ints, query_edges,
-                                    split_triples, training_queries)
+from pyg_degreembed.data.kg import (check_positive_ints, check_rule_length,
+                                    query_edges, split_triples,
+                                    training_queries)
 from pyg_degreembed.data.ragged import find_sorted, ragged_arange
 from pyg_degreembed.data.resolve import resolve_graph
 from pyg_degreembed.data.typed_graph import TypedGraph
@@ -115,7 +116,8 @@ def sample_rule_counts(data: Any, num_steps: int = 2,
     :rtype: (:class:`~pyg_degreembed.interpret.applied_rules.RuleCounts`,
         :class:`SamplingReport`)
     """
-    check_positive_ints(num_steps=num_steps, num_samples=num_samples,
+    check_rule_length(num_steps)
+    check_positive_ints(num_samples=num_samples,
                         batch_size=batch_size)
     if time_limit is not None and not time_limit > 0:
         raise ValueError(f"'time_limit' must be a positive number of "

@@ -9,7 +9,8 @@ from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence
 
 from pyg_degreembed.data.features import (DegreeSets, PrefixTrie, extend_trie,
                                           reverse_padded)
-from pyg_degreembed.data.kg import index_tensor
+from pyg_degreembed.data.kg import (MAX_CHANNELS, check_at_most,
+                                    check_positive_ints, index_tensor)
 from pyg_degreembed.data.resolve import resolve_graph
 from pyg_degreembed.data.typed_graph import SourceWeights, TypedGraph
 from pyg_degreembed.nn.trie_lstm import TrieLSTM
@@ -77,6 +78,9 @@ class DegreeEmbedding(Module):
         super().__init__()
         if not 0 <= dropout < 1:
             raise ValueError(f"'dropout' must be in [0, 1), got {dropout!r}")
+        check_positive_ints(num_edge_types=num_edge_types)
+        check_at_most(MAX_CHANNELS, '', embedding_dim=embedding_dim,
+                      hidden_channels=hidden_channels)
         self.num_edge_types = num_edge_types
         self.embedding_dim = embedding_dim
         self.hidden_channels = hidden_channels

@@ -9,8 +9,9 @@ from torch.utils.checkpoint import checkpoint
 from torch_geometric.nn.inits import reset
 from torch_geometric.utils import cumsum
 
-from pyg_degreembed.data.kg import (check_positive_ints, index_tensor,
-                                    query_edges)
+from pyg_degreembed.data.kg import (MAX_CHANNELS, MAX_RANK, check_at_most,
+                                    check_positive_ints, check_rule_length,
+                                    index_tensor, query_edges)
 from pyg_degreembed.data.ragged import ragged_arange
 from pyg_degreembed.data.resolve import resolve_graph
 from pyg_degreembed.data.typed_graph import Signals, SourceWeights, TypedGraph
@@ -92,10 +93,11 @@ class RuleReasoner(Module):
                  eps: float = 1e-20, recompute: bool = False,
                  edge_weight: Optional[Module] = None):
         super().__init__()
-        check_positive_ints(num_relations=num_relations,
-                            num_steps=num_steps, rank=rank,
-                            embedding_dim=embedding_dim,
-                            hidden_channels=hidden_channels)
+        check_positive_ints(num_relations=num_relations)
+        check_rule_length(num_steps)
+        check_at_most(MAX_RANK, 'one LSTM each', rank=rank)
+        check_at_most(MAX_CHANNELS, '', embedding_dim=embedding_dim,
+                      hidden_channels=hidden_channels)
         if edge_weight is not None and not callable(
                 getattr(edge_weight, 'source_weights', None)):
             raise TypeError(f"'edge_weight' must be a module with a method "

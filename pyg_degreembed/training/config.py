@@ -59,7 +59,7 @@ class TrainConfig:
                              f'{self.loss!r}')
         check_positive_ints(epochs=self.epochs, batch_size=self.batch_size,
                             patience=self.patience)
-        _check_rate(self.lr, 'lr')
+        _check_rate(self.lr, 'lr', positive=True)
         if self.edge_weight_lr is not None:
             _check_rate(self.edge_weight_lr, 'edge_weight_lr')
         _check_rate(self.edge_weight_decay, 'edge_weight_decay')
@@ -102,7 +102,9 @@ def _is_number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def _check_rate(value, name: str):
-    if not _is_number(value) or not math.isfinite(value) or value < 0:
-        raise ValueError(f"'{name}' must be a finite number >= 0, got "
-                         f'{value}')
+def _check_rate(value, name: str, positive: bool = False):
+    # A learning rate of 0 trains nothing: refused (positive=True).
+    if not _is_number(value) or not math.isfinite(value) or value < 0 or \
+            positive and value == 0:
+        raise ValueError(f"'{name}' must be a finite number "
+                         f"{'> 0' if positive else '>= 0'}, got {value}")

@@ -1,4 +1,5 @@
 r"""Training a rule reasoner: a small, reusable fit loop."""
+import math
 import os
 import time
 import warnings
@@ -83,10 +84,14 @@ class FitResult:
             one where the KG has no validation triples).
         best_valid_mrr (float): Its validation MRR (:obj:`nan` without
             validation triples).
+        steps (int): The optimisation steps taken in all (a resumed run's
+            included); :obj:`0` where a :obj:`time_budget` ended before the
+            first one (the weights are the untrained ones).
     """
     history: List[Dict] = field(default_factory=list)
     best_epoch: int = 0
     best_valid_mrr: float = float('-inf')
+    steps: int = 0
 
 
 def fit(
@@ -242,6 +247,11 @@ def fit(
                            allow_config_change, callback)
 
 
+class TrainingDiverged(ValueError):
+    r"""The weights became infinite or NaN in a training step: training
+    stops at once (the checkpoint keeps the last one saved)."""
+
+
 def check_new_checkpoint(path: str, resume: bool, overwrite: bool):
     r"""Refuses to replace the existing checkpoint :obj:`path` unless the
     run resumes it or overwrites it; tested while the lock of :obj:`path`
@@ -338,10 +348,15 @@ def _fit_epochs(run, device, eval_batch_size, progress, progress_interval,
                 run.best_state = _copy_state(model)
             if checkpoint is not None and run.is_main:
                 run.save(checkpoint, epoch - 1, False)
+            run.result.steps = run.global_step
+            if run.global_step == 0 and log is None:
+                warnings.warn(f'{run.limit.reason} ended before the first '
+                              'training step: the weights are untrained')
             if log is not None and run.is_main:
                 kept = f'the weights of epoch {run.result.best_epoch}' \
-                    if run.result.best_epoch else 'the current weights ' \
-                    '(no epoch completed)'
+                    if run.result.best_epoch else 'the untrained weights ' \
+                    '(no step taken)' if run.global_step == 0 else \
+                    'the current weights (no epoch completed)'
                 log(f'stopped at step {run.partial["step"]} of epoch '
                     f'{epoch} ({run.limit.reason}); kept {kept}'
                     + ('; resume from the checkpoint to go on'
@@ -364,6 +379,7 @@ def _fit_epochs(run, device, eval_batch_size, progress, progress_interval,
         if stop:
             break
     model.load_state_dict(run.best_state)
+    run.result.steps = run.global_step
     return run.result
 
 
@@ -447,6 +463,14 @@ class _Run:
             if clip_norm is not None:
                 torch.nn.utils.clip_grad_norm_(model.parameters(), clip_norm)
             optimizer.step()
+            # The same weights in every process: all stop together.
+            if not math.isfinite(float(sum(p.detach().sum() for p in
+                                           model.parameters()))):
+                raise TrainingDiverged(
+                    f'training diverged: the weights became infinite or NaN '
+                    f'at step {step} of epoch {epoch} (loss {value}); they '
+                    f'are not kept: try a smaller learning rate than '
+                    f'lr={optimizer.defaults["lr"]:g}')
             count += index.numel()
             progress.update(index.numel(), value)
             self.guard.step(time.perf_counter() - step_start)
