@@ -1,5 +1,6 @@
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -109,3 +110,100 @@ def test_checkpoint_round_trip_and_bad_files(tmp_path):
     save_checkpoint(str(tmp_path / 'other.pt'), {'format': 99})
     with pytest.raises(CheckpointError, match='not a pyg_degreembed'):
         load_checkpoint(str(tmp_path / 'other.pt'))
+
+
+def test_the_digest_refuses_a_changed_byte(tmp_path):
+    path = str(tmp_path / 'run.pt')
+    seed_everything(0)
+    model = DegreEmbedReasoner(3, embedding_dim=8, hidden_channels=8)
+    fit(model, chain_kg(), epochs=1, progress=False, log=None,
+        checkpoint=path)
+    payload = torch.load(path, weights_only=True)
+    weight = payload['state']['best_model']['attention.weight']
+    weight.view(-1)[0] += 1  # one weight changed, the digest kept
+    torch.save(payload, path)
+    with pytest.raises(CheckpointError, match='damaged: its content does not '
+                       'match the digest'):
+        load_checkpoint(path)
+
+
+@pytest.fixture(scope='module')
+def typed_run(tmp_path_factory):
+    from conftest import trained_toy
+    return trained_toy(tmp_path_factory.mktemp('edited'))
+
+
+def _edit(payload, field, value):
+    # Sets payload[a][b]... for field 'a.b...' (value None: deletes it).
+    *parents, last = field.split('.')
+    for key in parents:
+        payload = payload[key]
+    payload[last] = value
+
+
+@pytest.mark.parametrize('field,value,message', [
+    ('model.config.rank', 10**7, "field model: 'rank' must be at most 100"),
+    ('model.config.num_steps', 10**9, "'num_steps' must be at most 10"),
+    ('model.config.embedding_dim', 10**6,
+     "'embedding_dim' must be at most 65536"),
+    ('model.edge_weight.config.embedding_dim', 10**7,
+     "'embedding_dim' must be at most 65536"),
+    ('model.config.hidden_channels', 9, 'field state.model.'),
+    ('rules.config.num_steps', 10**8,
+     "field rules.config: 'num_steps' must be at most 10"),
+    ('model.config.num_relations', 4,
+     'field model.config.num_relations: 4, but the KG it records has 3'),
+    ('model.config.colour', 'red', "field model.config: unknown key "
+     "'colour'"),
+    ('extra', 1, "field checkpoint: unknown key 'extra'"),
+    ('rules.relation', torch.tensor([7]),
+     'field rules.relation: ids must be integers in [0, 6)'),
+    ('rules.pattern', torch.tensor([7]), 'field rules.pattern: 1 values, '
+     'the other columns have'),
+    ('scorer', 'magic', "unknown scorer 'magic'"),
+])
+def test_an_edited_checkpoint_is_refused_naming_the_field(
+        typed_run, tmp_path, capsys, field, value, message):
+    # Whoever edits the file can recompute the unkeyed digest: the contents
+    # are checked before anything is built (one line, exit 2).
+    from conftest import one_line_error
+    kg, original = typed_run
+    payload = load_checkpoint(original)
+    _edit(payload, field, value)
+    path = str(tmp_path / 'edited.pt')
+    save_checkpoint(path, payload)
+    with pytest.raises(CheckpointError, match=re.escape(message)):
+        load_checkpoint(path)
+    for argv in (['predict', '--head', 'e1', '--relation', 'r1'],
+                 ['rules'], ['evaluate']):
+        one_line_error(capsys, argv[:1] + ['--checkpoint', path] + argv[1:],
+                       message)
+
+
+def test_a_model_beyond_the_memory_is_refused(typed_run, tmp_path,
+                                              monkeypatch):
+    from pyg_degreembed.training import budget
+    payload = load_checkpoint(typed_run[1])
+    payload['model']['config'].update(embedding_dim=60000,
+                                      hidden_channels=60000)
+    path = str(tmp_path / 'big.pt')
+    save_checkpoint(path, payload)
+    monkeypatch.setattr(budget, 'available_memory', lambda: 10**9)
+    with pytest.raises(ValueError, match='the model the checkpoint describes '
+                       'needs about'):
+        load_checkpoint(path)
+
+
+def test_a_checkpoint_without_digest_loads_with_a_warning(typed_run,
+                                                           tmp_path):
+    payload = load_checkpoint(typed_run[1])
+    payload['format'] = 2
+    path = str(tmp_path / 'old.pt')
+    torch.save(payload, path)  # format 2: no digest
+    with pytest.warns(UserWarning, match='written without a digest'):
+        assert load_checkpoint(path)['format'] == 2
+    payload['state']['best_model']['attention.weight'] = torch.zeros(3)
+    torch.save(payload, path)
+    with pytest.raises(CheckpointError, match='attention.weight: \\[3\\] does '
+                       'not fit'):
+        load_checkpoint(path)

@@ -6,7 +6,14 @@ dictionaries, so it loads with :obj:`torch.load(..., weights_only=True)`:
 
 * :obj:`format` (:obj:`3`), :obj:`library_version`
 * :obj:`digest`: the SHA-256 of everything else (:func:`payload_digest`),
-  checked on load, so a damaged or edited file is refused
+  checked on load, so a damaged file is refused.  It is not keyed: it
+  detects accidental damage (a truncated copy, a flipped byte, an edit
+  that did not recompute it), not a forger.  What bounds a file edited on
+  purpose is that loading runs no code (:obj:`weights_only=True`) and that
+  every field is checked before anything is built
+  (:func:`check_contents`: known fields only, model configurations within
+  the constructors' limits and the machine's memory, weights of the shapes
+  the configuration gives, rule ids within range)
 * :obj:`model`: :obj:`{"class": ..., "config": {...}, "edge_weight":
   None or {"class": ..., "config": {...}, "trainable": bool}}` to rebuild
   the model (:func:`model_spec`)
@@ -29,7 +36,8 @@ dictionaries, so it loads with :obj:`torch.load(..., weights_only=True)`:
 Writes go to a temporary file in the same folder, then :func:`os.replace`,
 so a crash never leaves a half-written checkpoint.
 
-Format 2 (without a digest) is read as it is.  Format 1 (library versions
+Format 2 (without a digest) is read with a warning that damage to it
+cannot be detected; its contents are checked like any other's.  Format 1 (library versions
 before the edge weight became a constructor argument:
 :obj:`DegreEmbedReasoner` kept its layer as :obj:`degree_embedding`) is
 read and converted on load.
@@ -161,7 +169,213 @@ def load_checkpoint(path: str, map_location='cpu') -> Dict[str, Any]:
                               f"{', '.join(missing)})")
     if payload['format'] == 1:
         payload = _from_format_1(payload)
+    check_contents(payload, path)
+    if digest is None:
+        warnings.warn(f"{path}: a checkpoint of format {payload['format']}, "
+                      'written without a digest: damage to it cannot be '
+                      'detected (its contents are checked, not its weights)')
     return payload
+
+
+#: The fields of a checkpoint (:func:`check_contents` refuses others).
+FIELDS = ('format', 'library_version', 'model', 'kg', 'fit', 'state',
+          'rules', 'scorer', 'model_relations')
+RULES_FIELDS = ('config', 'relation', 'pattern', 'confidence',
+                'type_confidence', 'support', 'groundings', 'constant_rules')
+
+
+def _field_error(path: str, field: str, problem: str) -> CheckpointError:
+    return CheckpointError(f'{path}: field {field}: {problem}')
+
+
+def _known_keys(values: Any, allowed, path: str, field: str):
+    if not isinstance(values, dict):
+        raise _field_error(path, field, f'expected a dictionary, got '
+                           f'{type(values).__name__}')
+    unknown = sorted(set(values) - set(allowed), key=repr)
+    if unknown:
+        raise _field_error(path, field, f'unknown key {unknown[0]!r} '
+                           f"(known: {', '.join(allowed)})")
+
+
+def _constructor_keys(cls) -> tuple:
+    import inspect
+    return tuple(name for name in inspect.signature(cls).parameters
+                 if name not in ('self', 'edge_weight', 'kwargs'))
+
+
+def check_contents(payload: Dict[str, Any], path: str = 'checkpoint'):
+    r"""Checks what a checkpoint describes before anything is built from it:
+    only known fields; the model's configuration within the limits the
+    constructors and the command line enforce, consistent with the KG it
+    records and with the shapes of its weights; a model that fits the
+    machine's memory; the training settings valid; the applied rules'
+    tensors of one length each, with ids within range.  A problem raises
+    :class:`CheckpointError` naming the field (the digest detects accidental
+    damage; this check is what bounds a file edited on purpose)."""
+    from pyg_degreembed.nn import DegreeEmbedding, RuleReasoner
+    from pyg_degreembed.training.budget import check_memory, parameter_bytes
+    from pyg_degreembed.training.config import TrainConfig
+    _known_keys(payload, FIELDS, path, 'checkpoint')
+    kg = payload['kg']
+    _known_keys(kg, ('num_nodes', 'num_relations', 'relation_names',
+                     'source', 'fingerprint'), path, 'kg')
+    R = kg.get('num_relations')
+    names = kg.get('relation_names')
+    if not isinstance(R, int) or isinstance(R, bool) or R < 1 or \
+            not isinstance(names, (list, tuple)) or len(names) != R or \
+            not all(isinstance(n, str) for n in names):
+        raise _field_error(path, 'kg', 'num_relations must be a positive '
+                           'integer and relation_names that many strings')
+    spec = payload['model']
+    _known_keys(spec, ('class', 'config', 'edge_weight'), path, 'model')
+    if spec.get('class') != 'RuleReasoner':
+        raise _field_error(path, 'model.class', f"unknown model class "
+                           f"{spec.get('class')!r}")
+    config = spec.get('config')
+    _known_keys(config, _constructor_keys(RuleReasoner), path,
+                'model.config')
+    if config.get('num_relations') != R:
+        raise _field_error(path, 'model.config.num_relations',
+                           f"{config.get('num_relations')!r}, but the KG it "
+                           f'records has {R} relations')
+    weight = spec.get('edge_weight')
+    if weight is not None:
+        _known_keys(weight, ('class', 'config', 'trainable'), path,
+                    'model.edge_weight')
+        if weight.get('class') == 'DegreeEmbedding':
+            _known_keys(weight.get('config'),
+                        _constructor_keys(DegreeEmbedding), path,
+                        'model.edge_weight.config')
+            if weight['config'].get('num_edge_types') != 2 * R:
+                raise _field_error(
+                    path, 'model.edge_weight.config.num_edge_types',
+                    f"{weight['config'].get('num_edge_types')!r}, but the "
+                    f'KG has {2 * R} edge types')
+
+    def build():
+        return RuleReasoner(**config, edge_weight=None if weight is None or
+                            weight.get('class') != 'DegreeEmbedding' else
+                            DegreeEmbedding(**weight['config']))
+
+    try:
+        with torch.device('meta'):
+            shapes = {k: tuple(v.shape) for k, v in
+                      build().state_dict().items()}
+    except (TypeError, ValueError) as e:
+        raise _field_error(path, 'model', str(e)) from None
+    check_memory(2 * parameter_bytes(build),
+                 f'{path}: the model the checkpoint describes')
+    for key in ('model', 'best_model'):
+        _check_weights(payload['state'][key], shapes, path, f'state.{key}',
+                       partial=weight is not None and
+                       weight.get('class') != 'DegreeEmbedding')
+    if 'fit' in payload:
+        try:
+            TrainConfig.from_dict(payload['fit'])
+        except (TypeError, ValueError) as e:
+            raise _field_error(path, 'fit', str(e)) from None
+    if payload.get('rules') is not None:
+        _check_rules(payload['rules'], R, kg.get('num_nodes'), path)
+    scorer = payload.get('scorer')
+    if scorer not in (None, 'rules', 'model', 'per-relation'):
+        raise _field_error(path, 'scorer', f'unknown scorer {scorer!r}')
+    use_model = payload.get('model_relations')
+    if scorer == 'per-relation' and not (
+            isinstance(use_model, torch.Tensor) and
+            use_model.dtype == torch.bool and
+            tuple(use_model.shape) == (2 * R, )):
+        raise _field_error(path, 'model_relations', f'expected a boolean '
+                           f'tensor of shape [{2 * R}]')
+
+
+def _check_weights(state: Any, shapes: Dict[str, tuple], path: str,
+                   field: str, partial: bool):
+    # A state dict of the model's tensors and shapes (partial: the edge
+    # weight is a module of the user's, its tensors not in shapes).
+    if not isinstance(state, dict):
+        raise _field_error(path, field, 'expected a dictionary of tensors')
+    for name, value in state.items():
+        if name not in shapes:
+            if partial and name.startswith('edge_weight.'):
+                continue
+            raise _field_error(path, f'{field}.{name}', 'not a weight of '
+                               'the model the checkpoint describes')
+        if not isinstance(value, torch.Tensor) or \
+                tuple(value.shape) != shapes[name]:
+            got = list(value.shape) if isinstance(value, torch.Tensor) else \
+                type(value).__name__
+            raise _field_error(path, f'{field}.{name}', f'{got} does not '
+                               f'fit the model config ({list(shapes[name])})')
+    missing = [name for name in shapes if name not in state]
+    if missing:
+        raise _field_error(path, f'{field}.{missing[0]}', 'missing')
+
+
+def _check_rules(rules: Any, R: int, num_nodes: Any, path: str):
+    from pyg_degreembed.data.kg import check_positive_ints, check_rule_length
+    from pyg_degreembed.interpret.constant_rules import ConstantRules
+    _known_keys(rules, RULES_FIELDS, path, 'rules')
+    config = rules.get('config')
+    _known_keys(config, ('num_relations', 'num_steps', 'num_keys'), path,
+                'rules.config')
+    try:
+        check_rule_length(config.get('num_steps'))
+        check_positive_ints(num_keys=config.get('num_keys'))
+    except ValueError as e:
+        raise _field_error(path, 'rules.config', str(e)) from None
+    if config.get('num_relations') != R:
+        raise _field_error(path, 'rules.config.num_relations',
+                           f"{config.get('num_relations')!r}, but the KG "
+                           f'has {R} relations')
+    K = 2 * R
+    limits = {'relation': (0, K),
+              'pattern': (0, (K + 1)**config['num_steps'])}
+    _check_columns(rules, ('relation', 'pattern', 'confidence', 'support',
+                           'groundings'), limits, path, 'rules')
+    types = rules.get('type_confidence')
+    if not isinstance(types, torch.Tensor) or tuple(types.shape) != (K, K):
+        raise _field_error(path, 'rules.type_confidence',
+                           f'expected a tensor of shape [{K}, {K}]')
+    constants = rules.get('constant_rules')
+    if constants is not None:
+        _known_keys(constants, ConstantRules.FIELDS +
+                    ('num_nodes', 'num_edge_types'), path,
+                    'rules.constant_rules')
+        if constants.get('num_edge_types') != K or \
+                constants.get('num_nodes') != num_nodes:
+            raise _field_error(path, 'rules.constant_rules', 'its '
+                               'num_nodes and num_edge_types are not the '
+                               "KG's")
+        _check_columns(constants, ConstantRules.FIELDS,
+                       {'relation': (0, K), 'body_type': (0, K + 1),
+                        'body_node': (-1, num_nodes),  # -1: any entity
+                        'answer': (0, num_nodes)}, path,
+                       'rules.constant_rules')
+
+
+def _check_columns(values: dict, names, limits: Dict[str, tuple],
+                   path: str, field: str):
+    # 1-D tensors of one length (support and groundings optional); integer
+    # ids in [low, high) for the limits (low, high).
+    length = None
+    for name in names:
+        value = values.get(name)
+        if value is None and name in ('support', 'groundings'):
+            continue
+        if not isinstance(value, torch.Tensor) or value.dim() != 1:
+            raise _field_error(path, f'{field}.{name}', 'expected a '
+                               'one-dimensional tensor')
+        if length is not None and value.numel() != length:
+            raise _field_error(path, f'{field}.{name}', f'{value.numel()} '
+                               f'values, the other columns have {length}')
+        length = value.numel()
+        low, high = limits.get(name, (None, None))
+        if low is not None and value.numel() and (
+                value.is_floating_point() or int(value.min()) < low or
+                int(value.max()) >= high):
+            raise _field_error(path, f'{field}.{name}', f'ids must be '
+                               f'integers in [{low}, {high})')
 
 
 STATE_KEYS = ('model', 'optimizer', 'best_model', 'epoch', 'stopped',
