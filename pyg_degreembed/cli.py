@@ -32,7 +32,7 @@ from torch_geometric import seed_everything
 
 from pyg_degreembed.data.datasets import BUNDLED, dataset_path, load_dataset
 from pyg_degreembed.data.io import KGFormatError
-from pyg_degreembed.data.kg import relation_name
+from pyg_degreembed.data.kg import check_head_type, relation_name
 from pyg_degreembed.evaluation.predict import predict, reflexive
 from pyg_degreembed.evaluation.ranks import (SAMPLED, TIE_POLICIES,
                                              compute_ranks)
@@ -706,6 +706,7 @@ def cmd_explain(args):
     payload, model, data = _load(args, [(args.plot, 'plot', 'png')])
     head, tail = _entity(data, args.head), _entity(data, args.tail)
     relation = _relation(data, args.relation)
+    check_head_type(data, head, relation)
     result = explain(model, data, head, relation, tail,
                      remove_edge=args.remove_edge)
     print(f'score of {data.entity_names[tail]} for '

@@ -1,6 +1,8 @@
 r"""Typed ranking: a KG with node types (HeteroData, or a folder with
 entity_types.txt) ranks each answer among the entities of its type, checked
 against a brute-force typed ranking."""
+import re
+
 import pytest
 import torch
 from torch_geometric import seed_everything
@@ -132,3 +134,78 @@ def test_a_folder_with_entity_types(tmp_path, capsys):
                        "'lives_in' joins destinations of the types 'company' "
                        "and 'city'|'city' and 'company'"):
         load_neural_lp(str(folder))
+
+
+def test_a_head_of_the_wrong_type_is_refused(tmp_path, capsys):
+    from conftest import one_line_error
+    kg = as_kg(people_companies_cities())
+    model = RuleReasoner(kg.num_relations, embedding_dim=4,
+                         hidden_channels=4)
+    works_at = list(kg.relation_names).index('works_at')
+    city = kg.entity_names.index('city/1')
+    with pytest.raises(ValueError, match="entity 'city/1' is of node type "
+                       "'city', but the query relation 'works_at' asks "
+                       "about a 'person'"):
+        predict(model, kg, city, works_at)
+    # The inverse query asks about a company; untyped, anything goes.
+    company = kg.entity_names.index('company/0')
+    assert all(kg.node_type[a.entity] == 0 for a in predict(
+        model, kg, company, works_at + kg.num_relations, filter_known=False))
+    predict(model, kg, city, works_at, typed=False)
+    # The command line, on a typed folder.
+    folder = tmp_path / 'typed'
+    folder.mkdir()
+    lines = ''.join(f'{kg.entity_names[a]}\t{kg.relation_names[r]}\t'
+                    f'{kg.entity_names[b]}\n' for a, r, b in
+                    all_triples(kg).t().tolist())
+    (folder / 'train.txt').write_text(lines)
+    (folder / 'valid.txt').write_text('')
+    (folder / 'test.txt').write_text('')
+    (folder / 'entity_types.txt').write_text(''.join(
+        f'{name}\t{name.split("/")[0]}\n' for name in kg.entity_names))
+    checkpoint = str(tmp_path / 'typed.pt')
+    assert main(['train', '--dataset', str(folder), '--dim', '4',
+                 '--epochs', '1', '--scorer', 'model', '--checkpoint',
+                 checkpoint, '--no-progress']) == 0
+    capsys.readouterr()
+    for command in (['predict'], ['explain', '--tail', 'company/0']):
+        one_line_error(capsys, command + [
+            '--checkpoint', checkpoint, '--head', 'city/1', '--relation',
+            'works_at'], "is of node type 'city', but the query relation "
+            "'works_at' asks about a 'person'")
+
+
+@pytest.mark.parametrize('edit,message', [
+    (lambda h: h['person', 'knows', 'person'].edge_index.__setitem__(
+        (0, 0), 6), "('person', 'knows', 'person') edge_index[0]: node id 6 "
+     "is outside [0, 6) of node type 'person' (column 0)"),
+    (lambda h: h['person', 'works_at', 'company'].edge_index.__setitem__(
+        (1, 2), -1), "edge_index[1]: node id -1 is outside [0, 2) of node "
+     "type 'company'"),
+    (lambda h: h['person', 'lives_in', 'city'].test_edge_index.__setitem__(
+        (1, 0), 2), "test_edge_index[1]: node id 2 is outside [0, 2)"),
+    (lambda h: h['person', 'owns', 'car'].__setattr__(
+        'edge_index', torch.tensor([[0], [0]])),
+     "names the node type 'car', which has no node store"),
+    (lambda h: h['city'].__setattr__('names', ['Paris', 'Paris']),
+     "data['city'].names holds 'Paris' twice"),
+    (lambda h: h['city'].__setattr__('names', ['Paris', 7]),
+     "data['city'].names must hold strings, got 7"),
+    (lambda h: h['city'].__setattr__('names', ['Paris']),
+     "data['city'].names must be a list of 2 names"),
+    (lambda h: h['person', 'inv_likes', 'city'].__setattr__(
+        'edge_index', torch.tensor([[0], [0]])),
+     "relation names starting with 'inv_' are reserved"),
+])
+def test_hetero_data_indices_and_names_are_checked(edit, message):
+    h = people_companies_cities()
+    edit(h)
+    with pytest.raises(ValueError, match=re.escape(message)):
+        as_kg(h)
+
+
+def test_hetero_data_names_of_several_node_types():
+    h = people_companies_cities()
+    h['city'].names = ['Paris', 'Lyon']
+    kg = as_kg(h)
+    assert kg.entity_names[-2:] == ['city/Paris', 'city/Lyon']

@@ -89,32 +89,60 @@ def to_hetero_data(data: Data) -> HeteroData:
 
 def from_hetero_data(data: HeteroData) -> Data:
     r"""Converts :class:`~torch_geometric.data.HeteroData` to a KG.  Every
-    node type becomes a block of entities (named :obj:`node_type/i`, or by
-    the store's :obj:`names` for a single node type), and every edge type a
+    node type becomes a block of entities (named :obj:`node_type/i`, or
+    :obj:`node_type/name` by the store's :obj:`names`, just :obj:`name` for
+    a single node type), and every edge type a
     relation named by its middle part (or :obj:`src__rel__dst` when that is
     ambiguous).  Per edge type: its :obj:`{split}_edge_index` keys hold its
     triples of each split; if it has :obj:`facts_edge_index` or
     :obj:`train_edge_index` (as :func:`to_hetero_data` writes), its
     :obj:`edge_index` must be their union; otherwise its :obj:`edge_index`
     holds its training triples (so a store with :obj:`edge_index` and
-    :obj:`test_edge_index` keeps both).  A store without any, or a graph
-    without node types, is refused.  The KG keeps the node types
-    (:obj:`node_type`, :obj:`node_type_names`, and :obj:`relation_types`,
-    each relation's source and destination type), so that answers are
-    ranked among entities of the right type
-    (:func:`~pyg_degreembed.data.kg.answer_types`)."""
+    :obj:`test_edge_index` keeps both).  Refused, naming the problem: a
+    store without any, a graph without node types, an edge type whose node
+    type has no store or no :obj:`num_nodes`, a node id outside
+    :math:`[0, n)` of its node type, :obj:`names` that are not :math:`n`
+    unique strings, and relation names starting with :obj:`inv_` (reserved
+    for inverse relations), as the file readers refuse theirs.  The KG keeps
+    the node types (:obj:`node_type`, :obj:`node_type_names`, and
+    :obj:`relation_types`, each relation's source and destination type), so
+    that answers are ranked among entities of the right type
+    (:func:`~pyg_degreembed.data.kg.answer_types`) and a head of the wrong
+    type is refused (:func:`~pyg_degreembed.data.kg.check_head_type`)."""
     if not data.node_types:
         raise ValueError('The HeteroData has no node type (set '
                          "data['entity'].num_nodes)")
-    offsets, names = {}, []
+    offsets, sizes, names = {}, {}, []
     for node_type in data.node_types:
         offsets[node_type] = len(names)
         n = data[node_type].num_nodes
+        if n is None:
+            raise ValueError(f"The node type {node_type!r} has no number of "
+                             f"nodes (set data[{node_type!r}].num_nodes)")
+        sizes[node_type] = n
         store_names = getattr(data[node_type], 'names', None)
+        if store_names is not None:
+            _check_node_names(store_names, n, node_type)
         if len(data.node_types) == 1 and store_names is not None:
             names.extend(store_names)
+        elif store_names is not None:
+            names.extend(f'{node_type}/{name}' for name in store_names)
         else:
             names.extend(f'{node_type}/{i}' for i in range(n))
+    if len(set(names)) != len(names):
+        raise ValueError('The node names of the HeteroData are not unique '
+                         'once prefixed with their node type')
+    for edge_type in data.edge_types:
+        for node_type in (edge_type[0], edge_type[2]):
+            if node_type not in offsets:
+                raise ValueError(
+                    f'The edge type {edge_type} names the node type '
+                    f'{node_type!r}, which has no node store (set '
+                    f'data[{node_type!r}].num_nodes)')
+        if edge_type[1].startswith('inv_'):
+            raise ValueError(f'The edge type {edge_type}: relation names '
+                             "starting with 'inv_' are reserved for inverse "
+                             'relations')
     relations = [edge_type[1] for edge_type in data.edge_types]
     if len(set(relations)) != len(relations):
         relations = ['__'.join(edge_type) for edge_type in data.edge_types]
@@ -138,6 +166,10 @@ def from_hetero_data(data: HeteroData) -> Data:
                 raise ValueError(f"The {key} of {(src, rel, dst)} must have "
                                  f"shape [2, E], got "
                                  f"{list(edge_index.shape)}")
+            for row, node_type in enumerate((src, dst)):
+                _check_node_ids(edge_index[row], sizes[node_type],
+                                f'{(src, rel, dst)} {key}[{row}]',
+                                node_type)
             splits[split].append(torch.stack([
                 edge_index[0] + offsets[src],
                 torch.full_like(edge_index[0], r),
@@ -155,6 +187,33 @@ def from_hetero_data(data: HeteroData) -> Data:
         [[type_id[src], type_id[dst]] for src, _, dst in data.edge_types],
         dtype=torch.long).view(-1, 2)
     return kg
+
+
+def _check_node_names(names: Any, n: int, node_type: str):
+    # A node store's names: n unique strings.
+    if isinstance(names, str) or not hasattr(names, '__len__') or \
+            len(names) != n:
+        raise ValueError(f'data[{node_type!r}].names must be a list of '
+                         f'{n} names (one per node)')
+    bad = next((name for name in names if not isinstance(name, str)), None)
+    if bad is not None:
+        raise ValueError(f'data[{node_type!r}].names must hold strings, got '
+                         f'{bad!r}')
+    if len(set(names)) != n:
+        seen = set()
+        duplicate = next(name for name in names
+                         if name in seen or seen.add(name))
+        raise ValueError(f'data[{node_type!r}].names holds {duplicate!r} '
+                         'twice')
+
+
+def _check_node_ids(ids: Tensor, n: int, where: str, node_type: str):
+    # Node ids within their node type's [0, n).
+    bad = ((ids < 0) | (ids >= n)).nonzero().view(-1)
+    if bad.numel():
+        raise ValueError(f'{where}: node id {int(ids[bad[0]])} is outside '
+                         f'[0, {n}) of node type {node_type!r} (column '
+                         f'{int(bad[0])})')
 
 
 def _check_observed(store, edge_type):

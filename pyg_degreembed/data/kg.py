@@ -258,6 +258,27 @@ def answer_types(data: Data) -> Optional[Tuple[Tensor, Tensor]]:
     return data.node_type, torch.cat([types[:, 1], types[:, 0]])
 
 
+def check_head_type(data: Data, head: int, relation: int):
+    r"""Refuses, in a typed KG (see :func:`answer_types`), a query
+    :obj:`(head, relation, ?)` whose head is not of the relation's source
+    type (the answer type of its inverse), naming both types."""
+    types = answer_types(data)
+    if types is None:
+        return
+    node_type, answer = types
+    R = int(data.num_relations)
+    expected = int(answer[(relation + R) % (2 * R)])
+    found = int(node_type[head])
+    if found != expected:
+        type_names = getattr(data, 'node_type_names', None) or \
+            [str(i) for i in range(int(node_type.max()) + 1)]
+        raise ValueError(
+            f'entity {data.entity_names[head]!r} is of node type '
+            f'{type_names[found]!r}, but the query relation '
+            f'{relation_name(data, relation)!r} asks about a '
+            f'{type_names[expected]!r}')
+
+
 def relation_name(data: Data, edge_type: int) -> str:
     r"""The name of edge type :obj:`edge_type` of a KG (see
     :func:`edge_type_name`)."""

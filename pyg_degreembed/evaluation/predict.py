@@ -6,7 +6,8 @@ import torch
 from torch.nn import Module
 
 from pyg_degreembed.data.convert import as_kg
-from pyg_degreembed.data.kg import all_triples, answer_types
+from pyg_degreembed.data.kg import (all_triples, answer_types,
+                                    check_head_type)
 
 
 @dataclass(frozen=True)
@@ -70,6 +71,8 @@ def predict(model: Module, data: Any, head: int, relation: int,
         raise ValueError(f"'k' must be at least 0, got {k}")
     kg = as_kg(data)
     head, relation = _index_of(kg, head, relation)
+    if typed:
+        check_head_type(kg, head, relation)
     scores = model(data, [head], [relation])[0].cpu()
     # The known answers: one scan of the triples (no index for one query).
     triples = all_triples(kg)

@@ -37,8 +37,8 @@ Writes go to a temporary file in the same folder, then :func:`os.replace`,
 so a crash never leaves a half-written checkpoint.
 
 Format 2 (without a digest) is read with a warning that damage to it
-cannot be detected; its contents are checked like any other's.  Format 1 (library versions
-before the edge weight became a constructor argument:
+cannot be detected; its contents are checked like any other's.  Format 1
+(library versions before the edge weight became a constructor argument:
 :obj:`DegreEmbedReasoner` kept its layer as :obj:`degree_embedding`) is
 read and converted on load.
 """
