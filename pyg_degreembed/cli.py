@@ -311,7 +311,9 @@ def _rules_parser(sub):
     _checkpoint_args(p)
     p.add_argument('--relation', default=None,
                    help='one relation (None: all, inverses included)')
-    p.add_argument('--k', type=int, default=5, help='rules per relation')
+    p.add_argument('--k', type=int, default=None,
+                   help='rules per relation (None: 5; every rule with '
+                   '--format anyburl)')
     p.add_argument('--no-inverse', action='store_true',
                    help='without --relation: only the R forward queries')
     p.add_argument('--confidence', default='grounded',
@@ -326,7 +328,8 @@ def _rules_parser(sub):
     p.add_argument('--format', default='text', choices=['text', 'anyburl'],
                    help="'anyburl': the applied path rules as AnyBURL rule "
                    'lines (predictions, correct predictions, confidence, '
-                   'rule), all relations')
+                   'rule; --relation and --k select, --json writes them as '
+                   'objects)')
     p.add_argument('--json', default=None,
                    help='write the rules here (None: do not)')
     p.set_defaults(handler=cmd_rules)
@@ -640,16 +643,24 @@ def cmd_predict(args):
 
 
 def cmd_rules(args):
-    if args.k < 0:
+    if args.k is not None and args.k < 0:
         raise CLIError(f'--k must be at least 0, got {args.k}')
     payload, model, data = _load(args, [(args.json, 'rules', 'json')])
     relation = None if args.relation is None else \
         _relation(data, args.relation)
     if args.format == 'anyburl':
         applied = _scorer(args, payload, model, 'rules')
-        for line in anyburl_lines(applied, data.relation_names):
+        lines = anyburl_lines(applied, data.relation_names, relation, args.k)
+        for line in lines:
             print(line)
+        if args.json:
+            save_json(args.json, [dict(zip(
+                ('predictions', 'correct', 'confidence', 'rule'),
+                (int(a), int(b), float(c), rule)))
+                for a, b, c, rule in (line.split('\t') for line in lines)])
         return
+    if args.k is None:
+        args.k = 5
     if args.applied:
         return _applied_rules(args, payload, model, data, relation)
     rules = model.rules(relation, args.k, inverse=not args.no_inverse,

@@ -1,5 +1,8 @@
 r"""Rules in AnyBURL's format: hand-checked lines on a toy KG, a round trip
 through a file, and AnyBURL's own lines read back."""
+import json
+import re
+
 import pytest
 import torch
 
@@ -108,6 +111,54 @@ def test_command_line_writes_and_applies_anyburl_rules(tmp_path, capsys):
     out = capsys.readouterr().out
     assert f'cyclic path rules of {rules} (0 other rules skipped)' in out
     assert 'filtered test metrics' in out
+    # --relation and --k select; --json writes the same rules as objects.
+    assert main(['rules', '--checkpoint', checkpoint, '--format', 'anyburl',
+                 '--relation', 'inv_r2', '--k', '2', '--json',
+                 str(tmp_path / 'r2.json')]) == 0
+    selected = capsys.readouterr().out.splitlines()
+    assert selected == [line for line in lines
+                        if line.split('\t')[3].startswith('r2(')][:2]
+    with open(tmp_path / 'r2.json') as f:
+        written = json.load(f)
+    assert [(w['predictions'], w['correct'], w['rule']) for w in written] \
+        == [(int(a), int(b), rule) for a, b, _, rule in
+            (line.split('\t') for line in selected)]
+
+
+@pytest.mark.parametrize('name', ['aunt(of)', 'bro,ther', 'a <= b', ' r2'])
+def test_names_the_syntax_cannot_carry_are_refused_at_export(name):
+    kg = chain_kg()
+    rules = AppliedRules.mine(kg, 2)
+    names = list(kg.relation_names)
+    names[1] = name  # r1 is in the rule r2(X,Y) <= r0(X,A), r1(A,Y)
+    with pytest.raises(ValueError, match=re.escape(
+            f"relation name {name!r} cannot be written in AnyBURL's rule "
+            'syntax')):
+        anyburl_lines(rules, names)
+    # Every name the export writes reads back.
+    lines = anyburl_lines(rules, kg.relation_names)
+    assert len(lines) > 3
+
+
+def test_long_rules_and_huge_counts_are_skipped_and_counted(tmp_path):
+    kg = chain_kg()
+    long_body = ', '.join(['r0(X,A)'] + [
+        f'r1({a},{b})' for a, b in zip('ABCDEFGHIJKLM', 'BCDEFGHIJKLMN')] +
+        ['r0(Y,N)'])
+    rules = tmp_path / 'rules.txt'
+    rules.write_text(
+        '10\t5\t0.5\tr2(X,Y) <= r0(X,A), r1(A,Y)\n'
+        f'10\t5\t0.5\tr2(X,Y) <= {long_body}\n'
+        f'{2**70}\t5\t0.0\tr2(X,Y) <= r1(X,A), r0(A,Y)\n'
+        '10\t1\t0.1\tr2(X,Y) <= r2(X,A), r2(A,Y)\n')
+    with pytest.warns(UserWarning, match=re.escape(
+            f'{rules}:2: a rule of 15 atoms, longer than 10')):
+        read = read_anyburl(str(rules), kg.relation_names)
+    assert read.skipped == 2 and read.rule_key.numel() == 4  # 2 rules x 2
+    assert read.num_steps == 2
+    # The warning counts the others (the huge count on line 3).
+    with pytest.warns(UserWarning, match='with 1 more such rules'):
+        read_anyburl(str(rules), kg.relation_names)
 
 
 def test_rules_without_counts_are_refused():

@@ -31,15 +31,20 @@ mined rules), so that AnyBURL's rules and this library's rank under one
 evaluation protocol.  Only cyclic path rules are read (every variable but
 :obj:`X` and :obj:`Y` in two atoms, a chain from :obj:`X` to :obj:`Y`, no
 constants); the others (AnyBURL's rules with constants and its acyclic
-rules) are counted and skipped.
+rules) are counted and skipped, and so are rules longer than this library
+holds (:data:`~pyg_degreembed.data.kg.MAX_RULE_LENGTH` edges, or fewer
+where the rule ids of many relations would pass 64 bits) and counts beyond
+64 bits, with a warning naming the first one's line.
 """
 import re
+import warnings
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import torch
 from torch.nn import Module
 
 from pyg_degreembed.data.io import KGFormatError, read_lines
+from pyg_degreembed.data.kg import MAX_RULE_LENGTH
 from pyg_degreembed.interpret.applied_rules import AppliedRules
 from pyg_degreembed.interpret.paths import pattern_of
 from pyg_degreembed.interpret.rules import format_atom
@@ -57,11 +62,22 @@ def _reverse(pattern: Sequence[int], num_relations: int) -> Tuple[int, ...]:
     return tuple((k + R) % (2 * R) for k in reversed(pattern))
 
 
-def anyburl_lines(rules: AppliedRules,
-                  relation_names: Sequence[str]) -> List[str]:
+#: What a relation name in AnyBURL's rule syntax cannot hold.
+_UNWRITABLE = re.compile(r'[(),\t\n\r]|<=|^\s|\s$')
+
+
+def anyburl_lines(rules: AppliedRules, relation_names: Sequence[str],
+                  relation: Optional[int] = None,
+                  k: Optional[int] = None) -> List[str]:
     r"""The path rules of :obj:`rules` as AnyBURL rule lines (see the
-    module's description), best confidence first.  The rules must carry
-    their counts (:meth:`AppliedRules.mine` keeps them)."""
+    module's description), best confidence first: all, or those of head
+    relation :obj:`relation` (an inverse query :math:`r^{-1}` gives the
+    rules of :math:`r`, which answer both directions), at most :obj:`k`
+    per head relation.  The rules must carry their counts
+    (:meth:`AppliedRules.mine` keeps them).  A relation name that the
+    syntax cannot carry (parentheses, commas, tabs, :obj:`<=`, leading or
+    trailing spaces: the line would not read back) is refused with a
+    :class:`ValueError` naming it."""
     if rules.support is None:
         raise ValueError('These applied rules carry no counts (rules of a '
                          'checkpoint of an earlier version): mine them again '
@@ -84,6 +100,17 @@ def anyburl_lines(rules: AppliedRules,
                              (groundings, support))
         else:
             found[q, body] = (groundings, support)
+    if relation is not None:
+        found = {key: value for key, value in found.items()
+                 if key[0] == relation % R}
+    used = sorted({k % R for q, body in found for k in (q, ) + body})
+    bad = next((relation_names[r] for r in used
+                if _UNWRITABLE.search(relation_names[r])), None)
+    if bad is not None:
+        raise ValueError(f"relation name {bad!r} cannot be written in "
+                         "AnyBURL's rule syntax (no parentheses, commas, "
+                         "tabs, '<=' or spaces at either end): the lines "
+                         'would not read back; rename the relation')
     lines = []
     for (q, body), (groundings, support) in found.items():
         variables = ['X'] + list(VARIABLES[:len(body) - 1]) + ['Y']
@@ -94,6 +121,15 @@ def anyburl_lines(rules: AppliedRules,
                       f'{groundings}\t{support}\t{confidence!r}\t'
                       f'{relation_names[q]}(X,Y) <= {", ".join(atoms)}'))
     lines.sort(key=lambda line: (-line[0], -line[1], line[2]))
+    if k is not None:
+        per_head: Dict[str, int] = {}
+        kept = []
+        for line in lines:
+            head = line[2].split('\t')[3].split('(', 1)[0]
+            per_head[head] = per_head.get(head, 0) + 1
+            if per_head[head] <= k:
+                kept.append(line)
+        lines = kept
     return [line for _, _, line in lines]
 
 
@@ -169,6 +205,11 @@ def read_anyburl(path: str, relation_names: Sequence[str],
     names = {name: i for i, name in enumerate(relation_names)}
     rules: Dict[Tuple[int, Tuple[int, ...]], Tuple[int, int]] = {}
     skipped = 0
+    # Rules this library cannot hold: longer than its rule length, or
+    # beyond 64-bit rule ids or counts (each skipped, counted, the first
+    # named with its line).
+    longest = _longest_rule(R)
+    unreadable: List[Tuple[int, str]] = []
     for i, line in read_lines(path):
         fields = line.split('\t')
         if len(fields) != 4:
@@ -200,8 +241,21 @@ def read_anyburl(path: str, relation_names: Sequence[str],
         if body_path is None:
             skipped += 1
             continue
+        if len(body_path) > longest or predictions >= 2**63:
+            unreadable.append((i, f'{len(body_path)} atoms, longer than '
+                               f'{longest} (the longest rule this library '
+                               f'holds for {R} relations)'
+                               if len(body_path) > longest else
+                               f'{predictions} predictions, beyond 64-bit '
+                               'counts'))
+            continue
         for key in ((q, body_path), (q + R, _reverse(body_path, R))):
             rules.setdefault(key, (predictions, correct))
+    if unreadable:
+        line, why = unreadable[0]
+        warnings.warn(f'{path}:{line}: a rule of {why}: skipped, with '
+                      f'{len(unreadable) - 1} more such rules')
+    skipped += len(unreadable)
     if not rules:
         raise KGFormatError(path, 0, f'no cyclic path rule to read '
                             f'({skipped} other rules)')
@@ -218,6 +272,16 @@ def read_anyburl(path: str, relation_names: Sequence[str],
                        tie_break, support=support, groundings=groundings)
     out.skipped = skipped
     return out
+
+
+def _longest_rule(num_relations: int) -> int:
+    # The most atoms of a rule whose id (query relation, pattern) fits in
+    # 64 bits, at most the library's rule length.
+    K, longest = 2 * num_relations, 0
+    while longest < MAX_RULE_LENGTH and \
+            2 * K * (K + 1)**(longest + 1) < 2**63:
+        longest += 1
+    return longest
 
 
 __all__ = ['anyburl_lines', 'write_anyburl', 'read_anyburl']
