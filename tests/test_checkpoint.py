@@ -105,7 +105,7 @@ def test_checkpoint_round_trip_and_bad_files(tmp_path):
     with pytest.raises(CheckpointError, match='not found'):
         load_checkpoint(str(tmp_path / 'missing.pt'))
     (tmp_path / 'junk.pt').write_bytes(b'not a checkpoint')
-    with pytest.raises(CheckpointError, match='not a readable checkpoint'):
+    with pytest.raises(CheckpointError, match='not a pyg_degreembed checkpoint'):
         load_checkpoint(str(tmp_path / 'junk.pt'))
     save_checkpoint(str(tmp_path / 'other.pt'), {'format': 99})
     with pytest.raises(CheckpointError, match='not a pyg_degreembed'):

@@ -206,8 +206,9 @@ def test_planted_processed_dataset_files_never_run(tmp_path):
     for name in ('data.pt', 'pre_transform.pt'):
         saved = (processed / name).read_bytes()
         torch.save((Evil(), None, None), str(processed / name))
-        with pytest.raises(ValueError, match=f'{name}: refused: not a '
-                           'processed dataset of this library'):
+        with pytest.raises(ValueError, match=f'{name}: refused: the file '
+                           'holds Python objects .*; not a processed dataset '
+                           'of this library'):
             KGBenchmark(str(root), 'family')
         assert not marker.exists()
         (processed / name).write_bytes(saved)

@@ -1,13 +1,12 @@
 r"""The benchmark knowledge graphs of Neural LP, DRUM and DegreEmbed."""
 import os.path as osp
 import urllib.error
-import warnings
 from typing import Callable, List, Optional
 
-import torch
 from torch_geometric.data import Data, InMemoryDataset, download_url
 
 from pyg_degreembed.data.io import load_neural_lp, load_triples_file
+from pyg_degreembed.training.files import UnsafeFileError, load_plain
 
 BUNDLED = ('family', 'kinship', 'umls')
 NAMES = BUNDLED + ('wn18', 'fb15k-237')
@@ -55,22 +54,14 @@ def load_dataset(spec: str) -> Data:
 
 
 def _load_plain(path: str):
-    # torch.load(weights_only=True), and a one-line error naming the file
-    # for anything else (a file whose unpickling could run code included).
+    # A processed file read without running code; a one-line error naming
+    # the file for anything else.
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter('ignore')
-            return torch.load(path, weights_only=True)
-    except Exception as e:  # unpickling errors come in many types
-        lines = str(e).strip().splitlines()
-        reason = lines[0] if lines else type(e).__name__
-        if 'GLOBAL' in str(e):
-            reason = ('it holds Python objects that are not tensors or '
-                      'plain data; loading them could run code')
-        raise ValueError(f'{path}: refused: not a processed dataset of this '
-                         f'library ({reason}); delete it, or pass '
-                         'force_reload=True to process the raw files '
-                         'again') from None
+        return load_plain(path)
+    except UnsafeFileError as e:
+        raise ValueError(f'{path}: refused: {e}; not a processed dataset of '
+                         'this library: delete it, or pass force_reload=True '
+                         'to process the raw files again') from None
 
 
 class KGBenchmark(InMemoryDataset):

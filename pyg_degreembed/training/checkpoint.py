@@ -51,7 +51,8 @@ from typing import Any, Dict, Optional, Union
 
 import torch
 
-from pyg_degreembed.training.files import atomic_write
+from pyg_degreembed.training.files import (UnsafeFileError, atomic_write,
+                                           load_plain)
 
 FORMAT = 3
 READABLE_FORMATS = (1, 2, 3)
@@ -125,25 +126,10 @@ def load_checkpoint(path: str, map_location='cpu') -> Dict[str, Any]:
     if not os.path.isfile(path):
         raise CheckpointError(f'{path}: checkpoint file not found')
     try:
-        with warnings.catch_warnings():  # torch's advice on pickles
-            warnings.simplefilter('ignore')
-            payload = torch.load(path, map_location=map_location,
-                                 weights_only=True)
-    except Exception as e:  # unpickling errors come in many types
-        text = str(e)
-        if 'GLOBAL' in text:
-            raise CheckpointError(
-                f'{path}: refused: the file holds Python objects that are '
-                'not tensors or plain data (loading them could run code); '
-                'not a pyg_degreembed checkpoint') from None
-        # torch's message has several lines of advice; keep the cause only.
-        advice = ('weights_only', 'Weights only', 'torch.load',
-                  'Please file', 'trusted source')
-        cause = next((line.strip() for line in text.splitlines()
-                      if line.strip() and not any(a in line for a in advice)),
-                     'unreadable')
-        raise CheckpointError(f'{path}: not a readable checkpoint '
-                              f'({type(e).__name__}: {cause})') from None
+        payload = load_plain(path, map_location)
+    except UnsafeFileError as e:
+        raise CheckpointError(f'{path}: refused: {e}; not a pyg_degreembed '
+                              'checkpoint') from None
     if not isinstance(payload, dict) or \
             payload.get('format') not in READABLE_FORMATS:
         found = payload.get('format') if isinstance(payload, dict) else None

@@ -4,8 +4,11 @@ any work starts."""
 import glob
 import os
 import tempfile
+import warnings
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Sequence
+
+import torch
 
 try:
     import fcntl
@@ -242,3 +245,35 @@ def _portable_lock(path: str, lock_path: str) -> Iterator[None]:
         yield
     finally:
         lock.release()
+
+
+class UnsafeFileError(ValueError):
+    r"""A file :func:`load_plain` refuses; the message is the reason alone
+    (without torch's advice to load it with :obj:`weights_only=False`)."""
+
+
+def load_plain(path: str, map_location='cpu') -> Any:
+    r"""Reads a file written by :func:`torch.save` with
+    :obj:`weights_only=True` (tensors and plain data only: no code runs).
+    Anything else raises :class:`UnsafeFileError` with the reason: Python
+    objects that could run code, or a file that is not one :func:`torch.save`
+    wrote."""
+    try:
+        with warnings.catch_warnings():  # torch's notes on pickle protocols
+            warnings.simplefilter('ignore')
+            return torch.load(path, map_location=map_location,
+                              weights_only=True)
+    except Exception as e:  # unpickling errors come in many types
+        text = str(e)
+        if 'GLOBAL' in text:
+            raise UnsafeFileError(
+                'the file holds Python objects that are not tensors or '
+                'plain data, and loading them could run code') from None
+        if 'Weights only load failed' in text:
+            raise UnsafeFileError(
+                'the file was not written by torch.save with tensors and '
+                'plain data only: a raw pickle or another format') from None
+        lines = [line.strip() for line in text.splitlines() if line.strip()]
+        raise UnsafeFileError(f'{type(e).__name__}: '
+                              f'{lines[0] if lines else "unreadable"}') \
+            from None
