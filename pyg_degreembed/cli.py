@@ -55,7 +55,7 @@ from pyg_degreembed.training.config import TrainConfig
 from pyg_degreembed.training.distributed import init_from_env, world
 from pyg_degreembed.training.files import (check_output, exclusive,
                                            input_files)
-from pyg_degreembed.training.loop import fit
+from pyg_degreembed.training.loop import TrainingInterrupted, fit
 from pyg_degreembed.training.runtime import retain_freed_memory
 from pyg_degreembed.training.scorer import PerRelationScorer, choose_scorer
 from pyg_degreembed.training.time_plan import DEFAULT_SECONDS, TimePlan
@@ -125,9 +125,15 @@ def main(argv: Optional[List[str]] = None) -> int:
               'setting: try a smaller --batch-size, --dim or --steps)',
               file=sys.stderr)
         return 2
+    except TrainingInterrupted as e:  # saved where it stood
+        print(f'error: {e}', file=sys.stderr)
+        return 143 if e.signum == signal.SIGTERM else 130
     except (KeyboardInterrupt, _Terminated) as e:
         what = 'interrupted' if isinstance(e, KeyboardInterrupt) else \
             'terminated (SIGTERM)'
+        saved = getattr(args, 'saved_run', None)
+        if saved is not None and os.path.exists(saved):
+            what += f'; {saved} holds the run so far: add --resume to go on'
         print(f'error: {what}', file=sys.stderr)
         return 130 if isinstance(e, KeyboardInterrupt) else 143
     except Exception as e:  # a bug: still one line, the traceback on demand
@@ -469,6 +475,7 @@ def cmd_train(args):
                 not args.overwrite:
             raise CLIError(f'{checkpoint} exists; add --resume to continue '
                            'it or --overwrite to replace it')
+        args.saved_run = checkpoint  # what a signal's message names
         data, scorer = _train(args, config, plan, source, checkpoint,
                               device, process)
     run_seconds = plan.elapsed

@@ -30,14 +30,19 @@ data = chain_kg()
 seed_everything(0)
 model = DegreEmbedReasoner(3, embedding_dim=8, hidden_channels=8)
 
+# SIGKILL mid-epoch (after 2 of 5 steps); SIGTERM there, or in the last
+# step of epoch 2 (it stops the validation that follows).
+SIGNAL = {{'kill': (3, 2, signal.SIGKILL), 'term': (3, 2, signal.SIGTERM),
+          'term-validation': (2, 5, signal.SIGTERM)}}
+
 def kill(epoch, step):
-    if (epoch, step) == (3, 2):  # mid-epoch, after 2 of 6 steps
-        os.kill(os.getpid(), signal.SIGKILL)
+    if (epoch, step) == SIGNAL[mode][:2]:
+        os.kill(os.getpid(), SIGNAL[mode][2])
 
 result = fit(model, data, epochs=5, batch_size=16, lr=0.05, patience=10,
              progress=False, log=None, adapt_threads=False,
              checkpoint=None if mode == 'full' else checkpoint,
-             resume=mode == 'resume', callback=kill if mode == 'kill' else None)
+             resume=mode == 'resume', callback=kill if mode in SIGNAL else None)
 ranks = compute_ranks(model, data, 'test')
 with open(out, 'w') as f:
     json.dump({{'history': [[h['loss'], h['valid_mrr']] for h in result.history],
@@ -56,13 +61,24 @@ def run(tmp_path, mode):
     return proc, out
 
 
-def test_kill_mid_epoch_then_resume_equals_uninterrupted_run(tmp_path):
-    proc, out = run(tmp_path, 'kill')
-    assert proc.returncode == -9 and not out.exists()
-    # Epochs 1 and 2 were checkpointed; epoch 3 was cut short.
+@pytest.mark.parametrize('mode,epoch,partial', [
+    ('kill', 2, None),  # epochs 1 and 2 saved; epoch 3 cut short, lost
+    ('term', 2, 2),  # saved at step 2 of epoch 3
+    ('term-validation', 1, 5),  # epoch 2 trained, its validation to come
+])
+def test_kill_mid_epoch_then_resume_equals_uninterrupted_run(
+        tmp_path, mode, epoch, partial):
+    proc, out = run(tmp_path, mode)
+    assert proc.returncode != 0 and not out.exists()
+    if mode != 'kill':
+        assert 'TrainingInterrupted: stopped by SIGTERM at step ' \
+            f'{partial} of epoch {epoch + 1}' in proc.stderr
     payload = load_checkpoint(str(tmp_path / 'run.pt'))
-    assert payload['state']['epoch'] == 2
+    assert payload['state']['epoch'] == epoch
+    assert (payload['state']['partial'] or {}).get('step') == partial
     assert not [f for f in os.listdir(tmp_path) if f.endswith('.tmp')]
+    # A signal releases the lock (SIGKILL leaves its file, not held).
+    assert os.path.exists(str(tmp_path / 'run.pt.lock')) == (mode == 'kill')
 
     proc, resumed = run(tmp_path, 'resume')
     assert proc.returncode == 0, proc.stderr

@@ -350,11 +350,19 @@ def test_sigterm_ends_training_cleanly(tmp_path):
     finally:
         run.kill()
     assert run.returncode == 143, err
-    assert err.startswith('error: terminated (SIGTERM)') and \
+    assert err.startswith('error: stopped by SIGTERM at step ') and \
+        f'{checkpoint} holds the run: resume it (--resume' in err and \
         len(err.strip().splitlines()) == 1, err
-    assert load_checkpoint(checkpoint)['state']['epoch'] >= 1
+    state = load_checkpoint(checkpoint)['state']
+    assert state['epoch'] >= 1 and state['partial'] is not None
     with exclusive(checkpoint):  # the lock was released
         pass
+    assert main(['train', '--dataset', kg, '--dim', '4', '--epochs',
+                 str(state['epoch'] + 1), '--patience', '100000', '--scorer',
+                 'model', '--checkpoint', checkpoint, '--no-progress',
+                 '--resume']) == 0
+    assert load_checkpoint(checkpoint)['state']['epoch'] == \
+        state['epoch'] + 1
 
 
 def test_an_existing_path_comes_before_a_bundled_name(tmp_path, capsys,

@@ -1,11 +1,13 @@
 r"""Training a rule reasoner: a small, reusable fit loop."""
 import math
 import os
+import signal
+import threading
 import time
 import warnings
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field, fields, replace
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 import torch
 from torch import Tensor
@@ -242,9 +244,66 @@ def fit(
         if checkpoint is not None:  # tested under the lock
             check_new_checkpoint(checkpoint, resume, overwrite)
         run.limit = _Limit(max_steps, time_budget, called)
-        return _fit_epochs(run, device, eval_batch_size, progress,
-                           progress_interval, log, checkpoint, resume,
-                           allow_config_change, callback)
+        with StopOnSignal(run.limit) as run.signals:
+            return _fit_epochs(run, device, eval_batch_size, progress,
+                               progress_interval, log, checkpoint, resume,
+                               allow_config_change, callback)
+
+
+class TrainingInterrupted(KeyboardInterrupt):
+    r"""SIGINT or SIGTERM ended :func:`fit`: the run was saved where it
+    stood (as a :obj:`max_steps` stop saves it) and :obj:`resume=True` goes
+    on from there.  :obj:`signum` is the signal."""
+    def __init__(self, message: str, signum: int):
+        super().__init__(message)
+        self.signum = signum
+
+
+class _StopNow(Exception):
+    r"""A signal during validation: the epoch's training is saved, its
+    validation runs again on resuming."""
+
+
+class StopOnSignal:
+    r"""While active (in the main thread), SIGINT and SIGTERM ask the run
+    to stop: the signal is recorded in :obj:`limit` (whose
+    :meth:`_Limit.reached` the training steps test), or, within
+    :meth:`now`, raised at once as :class:`_StopNow`.  A second signal
+    raises :class:`KeyboardInterrupt` at once.  The previous handlers come
+    back on exit."""
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self, limit: '_Limit'):
+        self.limit, self.immediate, self.previous = limit, False, {}
+
+    def __enter__(self) -> 'StopOnSignal':
+        if threading.current_thread() is threading.main_thread():
+            for signum in self.SIGNALS:
+                self.previous[signum] = signal.signal(signum, self._handle)
+        return self
+
+    def __exit__(self, *exc):
+        for signum, handler in self.previous.items():
+            signal.signal(signum, handler)
+
+    def _handle(self, signum, frame):
+        if self.limit.signal is not None:
+            raise KeyboardInterrupt()
+        self.limit.signal = signum
+        self.limit.reason = signal.Signals(signum).name
+        if self.immediate:
+            raise _StopNow()
+
+    @contextmanager
+    def now(self) -> Iterator[None]:
+        r"""Within the block a signal interrupts it at once."""
+        self.immediate = True
+        try:
+            if self.limit.signal is not None:
+                raise _StopNow()
+            yield
+        finally:
+            self.immediate = False
 
 
 class TrainingDiverged(ValueError):
@@ -341,7 +400,17 @@ def _fit_epochs(run, device, eval_batch_size, progress, progress_interval,
         mean_loss, seconds = run.train_epoch(
             epoch, settings.batch_size, settings.clip_norm, settings.loss,
             reporter, callback)
-        if run.partial is not None:  # ended by max_steps or time_budget
+        if run.partial is None and validate:
+            try:
+                with run.signals.now():
+                    valid_mrr = rank_queries(
+                        model, run.graph, run.valid, run.true_answers,
+                        eval_batch_size, progress=lambda total: reporter(
+                            total, f'validation {epoch}'),
+                        types=answer_types(run.kg)).metrics()['mrr']
+            except _StopNow:  # saved as trained, its validation to come
+                run.partial = run.last_pass
+        if run.partial is not None:  # max_steps, time_budget or a signal
             if not run.result.best_epoch:
                 # No epoch to choose from: the current weights are the
                 # model's, in memory and in the checkpoint alike.
@@ -362,12 +431,16 @@ def _fit_epochs(run, device, eval_batch_size, progress, progress_interval,
                     + ('; resume from the checkpoint to go on'
                        if checkpoint is not None else ''))
             model.load_state_dict(run.best_state)
+            if run.limit.signal is not None:
+                raise TrainingInterrupted(
+                    f'stopped by {run.limit.reason} at step '
+                    f'{run.partial["step"]} of epoch {epoch}' + (
+                        f'; {checkpoint} holds the run: resume it '
+                        '(--resume, resume=True) to go on'
+                        if checkpoint is not None else ''), run.limit.signal)
             return run.result
-        valid_mrr = rank_queries(
-            model, run.graph, run.valid, run.true_answers, eval_batch_size,
-            progress=lambda total: reporter(total, f'validation {epoch}'),
-            types=answer_types(run.kg)).metrics()['mrr'] \
-            if validate else float('nan')
+        if not validate:
+            valid_mrr = float('nan')
         improved = run.record(epoch, mean_loss, seconds, valid_mrr, validate)
         if log is not None and run.is_main:
             log(f'epoch {epoch:3d}  loss {mean_loss:.4f}  '
@@ -479,16 +552,21 @@ class _Run:
                 callback(epoch, step)
         progress.close()
         seconds = time.perf_counter() - start
+        # Where the pass stands once trained (saved if a signal comes during
+        # its validation).
+        self.last_pass = {'epoch': epoch, 'step': len(batches),
+                          'shuffle_rng': shuffle_rng, 'loss_total': total,
+                          'count': count}
         return all_reduce_sum(total, device) / max(count, 1), seconds
 
     def _limit_reached(self, device) -> bool:
         reached = self.limit.reached(self.global_step)
-        if self.num_processes > 1 and self.limit.time_budget is not None:
-            # Clocks differ between processes: all stop if one does.
+        if self.num_processes > 1:
+            # Clocks and signals differ between processes: all stop if one
+            # does.
             reached = all_reduce_sum(float(reached), device) > 0
             if reached and not self.limit.reason:
-                self.limit.reason = \
-                    f'time_budget={self.limit.time_budget:g}s'
+                self.limit.reason = 'another process stopped'
         return reached
 
     def record(self, epoch: int, loss: float, seconds: float,
@@ -573,9 +651,13 @@ class _Limit:
         self.max_steps, self.time_budget = max_steps, time_budget
         self.start = start
         self.reason = ''
+        #: The signal that asked the run to stop (see StopOnSignal).
+        self.signal: Optional[int] = None
 
     def reached(self, global_step: int) -> bool:
-        if self.max_steps is not None and global_step >= self.max_steps:
+        if self.signal is not None:
+            pass  # the reason is the signal's name
+        elif self.max_steps is not None and global_step >= self.max_steps:
             self.reason = f'max_steps={self.max_steps}'
         elif self.time_budget is not None and \
                 time.perf_counter() - self.start >= self.time_budget:
