@@ -195,3 +195,30 @@ def one_line_error(capsys, argv, message, code=2):
     assert err.startswith('error: ') and len(err.strip().splitlines()) == 1
     assert message in err, err
     return err
+
+
+def brute_force_ranks(model, kg, typed: bool = False):
+    r"""Filtered ranks (realistic ties) of the test triples, both
+    directions, by scoring each query and counting by hand; with
+    :obj:`typed`, among the entities of the answer's node type."""
+    from pyg_degreembed.data.kg import all_triples, split_triples
+    R = kg.num_relations
+    known = {tuple(t) for t in all_triples(kg).t().tolist()}
+    node_type = kg.node_type.tolist() if typed else None
+    types = kg.relation_types.tolist() if typed else None
+    out = []
+    for direction in (0, 1):
+        for h, r, t in split_triples(kg, 'test').t().tolist():
+            head, answer, q = (h, t, r) if direction == 0 else (t, h, r + R)
+            scores = model(kg, [head], [q])[0].tolist()
+            kind = types[r][1 - direction] if typed else None
+            better = tied = 0
+            for e in range(kg.num_nodes):
+                triple = (head, r, e) if direction == 0 else (e, r, head)
+                if e == answer or triple in known or \
+                        typed and node_type[e] != kind:
+                    continue
+                better += scores[e] > scores[answer]
+                tied += scores[e] == scores[answer]
+            out.append(1 + better + tied / 2)
+    return torch.tensor(out, dtype=torch.double)

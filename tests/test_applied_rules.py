@@ -374,6 +374,65 @@ def test_choose_scorer_per_query_relation_on_validation():
         choose_scorer(model, data, 2, unseen=())
 
 
+class ValidationOracle(torch.nn.Module):
+    r"""A stand-in model that knows the validation answers of one relation
+    (both directions) and scores nothing else: it beats any rule there and
+    loses to good rules elsewhere."""
+    def __init__(self, triples, relation, num_relations, num_nodes):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.zeros(1))  # a device
+        self.answers = {}
+        for h, r, t in triples.t().tolist():
+            if r == relation:
+                self.answers[h, r] = t
+                self.answers[t, r + num_relations] = h
+        self.num_nodes = num_nodes
+
+    def forward(self, graph, head, relation, remove_tail=None):
+        out = torch.zeros(len(head), self.num_nodes)
+        for i, (h, q) in enumerate(zip(torch.as_tensor(head).tolist(),
+                                       torch.as_tensor(relation).tolist())):
+            if (h, q) in self.answers:
+                out[i, self.answers[h, q]] = 1.
+        return out
+
+
+def test_the_choice_per_relation_decides_where_each_scorer_wins():
+    # chain_kg's r2 = r0 then r1 (the rules answer every r2 query), and a
+    # relation r3 whose training triples follow r0 (the rule r3 <= r0 is
+    # confident) while its validation answers do not: the rules rank a
+    # wrong answer first, the oracle the right one.
+    base = chain_kg()
+    a = base.facts_edge_index[1, :60]  # r0: x -> a[x]
+    x = torch.arange(60)
+    r3_train = torch.stack([x[:30], torch.full((30, ), 3), a[:30]])
+    y = (a[30:40] + 7) % 60
+    r3_valid = torch.stack([x[30:40], torch.full((10, ), 3), y])
+    splits = {s: torch.cat([base[f'{s}_edge_index'][0:1],
+                            base[f'{s}_edge_type'].view(1, -1),
+                            base[f'{s}_edge_index'][1:2]])
+              for s in ('facts', 'valid', 'test')}
+    train = torch.cat([torch.stack([base.train_edge_index[0],
+                                    base.train_edge_type,
+                                    base.train_edge_index[1]]), r3_train], 1)
+    splits['valid'] = torch.cat([splits['valid'], r3_valid], dim=1)
+    data = from_edge_index(train[[0, 2]], train[1], num_nodes=60,
+                           num_relations=4, splits=splits)
+    oracle = ValidationOracle(r3_valid, 3, 4, 60)
+    choice = choose_scorer(oracle, data, 2, unseen=(200., 5.))
+    # By construction: the model for r3 and inv_r3; the rules for r2 and
+    # inv_r2 and, having the better MRR over all, where no query is.
+    expected = torch.zeros(8, dtype=torch.bool)
+    expected[[3, 7]] = True
+    assert choice.name == 'per-relation'
+    assert torch.equal(choice.use_model, expected)
+    rules_ranks, model_ranks = choice.valid_ranks[0], choice.valid_ranks[-1]
+    r3 = model_ranks.relation % 4 == 3
+    assert (model_ranks.ranks['realistic'][r3] == 1).all()
+    assert (rules_ranks.ranks['realistic'][r3] > 1).all()
+    assert (rules_ranks.ranks['realistic'][~r3] == 1).all()
+
+
 def test_per_relation_scorer_from_a_checkpoint_payload():
     data = chain_kg()
     model = RuleReasoner(data.num_relations, num_steps=2).eval()

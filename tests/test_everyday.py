@@ -51,6 +51,31 @@ def test_predict_leaves_out_known_triples_and_the_head(toy_kg):
         predict(model, toy_kg, head, relation, k=-1)
 
 
+def test_known_answers_of_every_query_against_a_brute_force_lookup(toy_kg):
+    # Forward and inverse queries: the known answers of (h, r, ?) are the
+    # tails of h's r-triples, those of (h, inv_r, ?) the heads of the
+    # r-triples whose tail is h (any split).
+    seed_everything(0)
+    model = RuleReasoner(3, embedding_dim=8, hidden_channels=8).eval()
+    triples = all_triples(toy_kg).t().tolist()
+    R = toy_kg.num_relations
+    for head in range(toy_kg.num_nodes):
+        for query in range(2 * R):
+            known = {t for h, r, t in triples if r == query and h == head} \
+                if query < R else \
+                {h for h, r, t in triples if r == query - R and t == head}
+            shown = predict(model, toy_kg, head, query, k=6,
+                            filter_known=False)
+            assert {a.entity for a in shown if a.known} == \
+                {e for e in known if e in {a.entity for a in shown}}
+            kept = predict(model, toy_kg, head, query, k=6)
+            assert not {a.entity for a in kept} & known
+    # One inverse query by hand: parentOf(?, 3) is 0, 1 (known), both
+    # reached, so the filtered answers leave them out.
+    shown = predict(model, toy_kg, 3, R + 0, k=6, filter_known=False)
+    assert {a.entity for a in shown if a.known} == {0, 1}
+
+
 def test_predict_keeps_the_head_of_a_reflexive_relation(toy_kg):
     from pyg_degreembed import from_edge_index
     triples = torch.cat([all_triples(toy_kg), torch.tensor([[5], [1],

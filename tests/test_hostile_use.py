@@ -270,12 +270,26 @@ def test_training_memory_estimate_covers_a_real_step():
         for batch in (16, 64):
             sizes[L, batch] = budget.training_bytes(model, graph, queries,
                                                     batch)
-        saved = []
-        with torch.autograd.graph.saved_tensors_hooks(
-                lambda t: saved.append(t.numel() * t.element_size()) or t,
-                lambda t: t):
-            model.score(graph, *(q[:64] for q in queries))
-        assert sizes[L, 64] > sum(saved) / 2
+        params = sum(p.numel() * p.element_size()
+                     for p in model.parameters())
+        own = {p.untyped_storage().data_ptr() for p in model.parameters()}
+        for batch in (16, 64):
+            # What a step of the batch saves, measured (storages once).
+            saved = {}
+
+            def pack(t):
+                if t.untyped_storage().data_ptr() not in own:
+                    saved[t.untyped_storage().data_ptr()] = \
+                        t.untyped_storage().nbytes()
+                return t
+
+            with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+                model.score(graph, *(q[:batch] for q in queries))
+            needed = budget.PARAMETER_COPIES * params + \
+                2 * sum(saved.values())
+            # Above the need (saved tensors and their gradients), within a
+            # factor 2 of it.
+            assert needed <= sizes[L, batch] <= 2 * needed, (L, batch)
     assert sizes[2, 64] > sizes[2, 16] and sizes[4, 64] > sizes[2, 64]
 
 

@@ -106,3 +106,12 @@ def test_shares_against_dense_walks(seed):
     shares = reach_shares(data, max_steps=4, num_queries=1000)
     assert shares == pytest.approx(expected)
     assert shares[1] < shares[3]
+
+
+def test_a_gain_of_exactly_the_threshold_lengthens_the_rules():
+    # Shares of 2000 queries: 1800/2000 -> 1900/2000 is exactly 5 % more,
+    # though 0.95 - 0.9 is 0.04999... in floats.
+    assert 0.95 - 0.9 < 0.05
+    assert choose_num_steps([0.5, 0.9, 0.95, 0.96]) == 3
+    assert choose_num_steps([0.5, 0.9, 1899 / 2000, 1.0]) == 2
+    assert choose_num_steps([0.25, 0.5, 0.75], min_gain=0.25) == 3

@@ -14,6 +14,8 @@ from pyg_degreembed.cli import main
 from pyg_degreembed.data.io import KGFormatError
 from pyg_degreembed.data.kg import all_triples, answer_types, split_triples
 
+from conftest import brute_force_ranks
+
 
 def people_companies_cities() -> HeteroData:
     h = HeteroData()
@@ -31,29 +33,6 @@ def people_companies_cities() -> HeteroData:
     h['person', 'works_at', 'company'].test_edge_index = torch.tensor(
         [[0], [1]])
     return h
-
-
-def brute_force_ranks(model, kg, typed: bool):
-    R = kg.num_relations
-    known = {tuple(t) for t in all_triples(kg).t().tolist()}
-    node_type = kg.node_type.tolist()
-    types = kg.relation_types.tolist()
-    out = []
-    for direction in (0, 1):
-        for h, r, t in split_triples(kg, 'test').t().tolist():
-            head, answer, q = (h, t, r) if direction == 0 else (t, h, r + R)
-            scores = model(kg, [head], [q])[0].tolist()
-            kind = types[r][1 - direction]
-            better = tied = 0
-            for e in range(kg.num_nodes):
-                triple = (head, r, e) if direction == 0 else (e, r, head)
-                if e == answer or triple in known or \
-                        typed and node_type[e] != kind:
-                    continue
-                better += scores[e] > scores[answer]
-                tied += scores[e] == scores[answer]
-            out.append(1 + better + tied / 2)
-    return torch.tensor(out, dtype=torch.double)
 
 
 def test_hetero_data_keeps_node_types():

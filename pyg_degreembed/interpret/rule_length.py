@@ -85,7 +85,10 @@ def choose_num_steps(shares: List[float], min_gain: float = 0.05) -> int:
         raise ValueError(f"'shares' must cover at least 2 steps, got "
                          f"{len(shares)}")
     L = 2
-    while L < len(shares) and shares[L] - shares[L - 1] >= min_gain:
+    # Shares are k / n: a gain of exactly min_gain (0.95 - 0.9 in floats is
+    # 0.04999...) counts as reaching it.
+    while L < len(shares) and \
+            round(shares[L] - shares[L - 1], 9) >= min_gain:
         L += 1
     return L
 

@@ -9,8 +9,8 @@ that says how much it needs, instead of being killed by the system later.
   :obj:`meta` device (nothing is allocated).
 * :func:`training_bytes`: parameters, gradients, optimizer state, best
   weights, and the tensors one training step keeps for its backward pass,
-  measured on a probe of one and two queries
-  (:class:`torch.autograd.graph.saved_tensors_hooks`), scaled to the
+  measured on probes of up to :data:`PROBE_QUERIES` queries
+  (:class:`torch.autograd.graph.saved_tensors_hooks`), extended to the
   batch and doubled for the gradients of the backward pass (an upper
   estimate: the peak a step reaches is below it).
 """
@@ -93,12 +93,17 @@ def parameter_bytes(build: Callable[[], torch.nn.Module]) -> int:
 PARAMETER_COPIES = 5
 
 
+#: The most training queries :func:`training_bytes` runs a probe step on.
+PROBE_QUERIES = 32
+
+
 def training_bytes(model, graph, queries, batch_size: int) -> int:
     r"""The memory :func:`~pyg_degreembed.fit` needs for :obj:`model`:
     :data:`PARAMETER_COPIES` copies of its parameters and the tensors a
-    step of :obj:`batch_size` queries saves for its backward pass (measured
-    on the first one and two of :obj:`queries` :obj:`(head, relation,
-    tail)`, extrapolated linearly)."""
+    step of :obj:`batch_size` queries saves for its backward pass, twice
+    (its gradients): measured on the first :math:`b = \min(` batch,
+    :data:`PROBE_QUERIES` :math:`)` of :obj:`queries` :obj:`(head,
+    relation, tail)` and scaled by batch / :math:`b`."""
     own = {p.untyped_storage().data_ptr() for p in model.parameters()}
 
     def saved_by(size: int) -> int:
@@ -114,8 +119,11 @@ def training_bytes(model, graph, queries, batch_size: int) -> int:
             model.score(graph, *(q[:size] for q in queries))
         return sum(storages.values())
 
-    one, two = saved_by(1), saved_by(2)
+    # Measured on up to PROBE_QUERIES queries and scaled to the batch: the
+    # saved bytes per query fall as the batch grows (the queries' reachable
+    # sets overlap), so the scaled probe lies above them.
+    probe = min(batch_size, PROBE_QUERIES)
     params = sum(p.numel() * p.element_size() for p in model.parameters())
     # The backward pass holds gradients of about the size of what it reads.
-    return PARAMETER_COPIES * params + 2 * (
-        one + max(two - one, 0) * (batch_size - 1))
+    return PARAMETER_COPIES * params + \
+        2 * saved_by(probe) * batch_size // probe
