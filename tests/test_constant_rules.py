@@ -206,8 +206,8 @@ def test_counts_under_a_time_limit_scale_the_support_of_a_sample():
     # A limit passed at once: one chunk of 40 queries (in a seeded order) is
     # joined; the rules with a body are among the exact ones, answer at
     # least 2 of the joined queries (and no more than in all), their support
-    # scaled by all queries / 40, their groundings exact; the empty-body
-    # rules stay exact.
+    # scaled by the candidate queries / 40, their groundings exact; the
+    # empty-body rules stay exact.
     data = random_kg(1, N=30, R=3, E=400)
     full = constant_rule_counts(data)
     sample = constant_rule_counts(data, chunk_size=40, time_limit=1e-9,
@@ -224,9 +224,33 @@ def test_counts_under_a_time_limit_scale_the_support_of_a_sample():
     assert torch.equal(sample.groundings, full.groundings[at])
     empty = sample.body_type == K
     assert torch.equal(sample.support[empty], full.support[at][empty])
-    scale = len(training_queries(data)) / 40
+    # The queries that can support a rule with a body (their (relation,
+    # answer) shared by min_support = 2 queries) are the ones sampled.
+    from collections import Counter
+    queries = training_queries(data)
+    shared = Counter((q, c) for _, q, c in queries)
+    candidates = sum(shared[q, c] >= 2 for _, q, c in queries)
+    assert 40 < candidates < len(queries)
+    scale = candidates / 40
     raw = sample.support[~empty] / scale
     assert torch.allclose(raw, raw.round(), atol=0.5 / scale)
     assert bool((raw.round() >= 2).all())
     assert bool((raw.round() <= full.support[at][~empty]).all())
     assert 0 < int((~empty).sum()) < int((full.body_type < K).sum())
+
+
+def test_pruned_and_chunked_counts_equal_the_full_ones(monkeypatch):
+    # min_support = 2 leaves out the queries whose (relation, answer) no
+    # other query shares, and small join parts merge their counts: the same
+    # rules and counts as the full join, filtered.
+    import pyg_degreembed.interpret.constant_rules as module
+    data = random_kg(2, N=30, R=3, E=400)
+    full = constant_rule_counts(data)
+    monkeypatch.setattr(module, 'JOIN_ROWS', 7)
+    chunked = constant_rule_counts(data, chunk_size=5)
+    for a, b in zip(full, chunked):
+        assert torch.equal(a, b)
+    pruned = constant_rule_counts(data, min_support=2)
+    keep = full.support >= 2
+    for a, b in zip(full, pruned):
+        assert torch.equal(a[keep], b)

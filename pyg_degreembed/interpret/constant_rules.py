@@ -24,7 +24,7 @@ for that graph's entity ids (transductive use).
 """
 import time
 from dataclasses import dataclass
-from typing import List, NamedTuple, Optional, Sequence, Tuple
+from typing import Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 import torch
 from torch import Tensor
@@ -92,10 +92,15 @@ def constant_rule_counts(data, chunk_size: int = 65536,
 
     With :obj:`time_limit`, the training queries are joined with their
     heads' edges in a seeded random order until the limit has passed (at
-    least one chunk): the rules with a body are those of the queries
-    joined, their support scaled by all queries / queries joined (rounded;
-    an unbiased estimate); the body groundings and the rules with an empty
-    body stay exact.
+    least one chunk), and so past :data:`MAX_CONSTANT_KEYS` distinct rules:
+    the rules with a body are those of the queries joined, their support
+    scaled by all queries / queries joined (rounded; an unbiased
+    estimate); the body groundings and the rules with an empty body stay
+    exact.  With :obj:`min_support` above 1, the queries whose (relation,
+    answer) fewer than :obj:`min_support` queries share are not joined
+    (no rule of theirs can reach it: a hub's inverse queries).  Memory:
+    at most :data:`JOIN_ROWS` query-edge rows at once, and the distinct
+    rules.
 
     Args:
         data: The KG, in any layout :func:`~pyg_degreembed.as_kg` reads.
@@ -123,38 +128,46 @@ def constant_rule_counts(data, chunk_size: int = 65536,
     def key(b, d, rows):
         return rule_key(q[rows], b, d, K, N) * N + c[rows]
 
-    found = [key(torch.full_like(q, K), torch.full_like(q, ANY),
-                 torch.arange(q.numel()))]
+    found = _KeyCounts()
+    found.add(key(torch.full_like(q, K), torch.full_like(q, ANY),
+                  torch.arange(q.numel())))
     order = torch.arange(q.numel()) if time_limit is None else \
         torch.randperm(q.numel(), generator=torch.Generator().manual_seed(
             seed))
+    if min_support > 1:
+        # A rule with a body answers queries of one (q, c): where fewer
+        # than min_support queries share theirs, it cannot reach it (a hub
+        # head's inverse queries, each of its own answer, are left out).
+        pair, inverse, shared = torch.unique(q * N + c, return_inverse=True,
+                                             return_counts=True)
+        order = order[shared[inverse[order]] >= min_support]
+    degree = ptr[x + 1] - ptr[x]
     joined = 0
-    for begin in range(0, q.numel(), chunk_size):
-        if time_limit is not None and begin > 0 and \
-                time.perf_counter() - start >= time_limit:
+    for rows in _row_chunks(order, degree, chunk_size):
+        if time_limit is not None and joined > 0 and \
+                time.perf_counter() - start >= time_limit or \
+                len(found) > MAX_CONSTANT_KEYS:
             break
-        rows = order[begin:begin + chunk_size]
         joined += rows.numel()
-        segment, edge = ragged_arange(ptr[x[rows]], ptr[x[rows] + 1] -
-                                      ptr[x[rows]])
+        segment, edge = ragged_arange(ptr[x[rows]], degree[rows])
         rows = rows[segment]
         keep = dst[edge] != c[rows]
         rows, edge = rows[keep], edge[keep]
-        found.append(key(edge_type[edge], dst[edge], rows))
+        found.add(key(edge_type[edge], dst[edge], rows))
         # b(X, A) holds, A != c, once per (query, b).
         typed = torch.unique(rows * K + edge_type[edge])
-        found.append(key(typed % K, torch.full_like(typed, ANY), typed // K))
-    keys, support = torch.unique(torch.cat(found), return_counts=True)
+        found.add(key(typed % K, torch.full_like(typed, ANY), typed // K))
+    keys, support = found.counts()
     if min_support > 1:  # (on the queries joined)
         keep = support >= min_support
         keys, support = keys[keep], support[keep]
     answer, body = keys % N, keys // N
     body_node = body % (N + 1) - 1
     relation, body_type = body // (N + 1) // (K + 1), body // (N + 1) % (K + 1)
-    if joined < q.numel():
+    if joined < order.numel():  # (the queries pruned support none)
         with_body = body_type < K
         support[with_body] = torch.round(
-            support[with_body] * (q.numel() / joined)).long()
+            support[with_body] * (order.numel() / joined)).long()
 
     # Groundings: pairs (x, c), x != c, whose body holds.
     groundings = torch.full_like(support, N - 1)
@@ -180,6 +193,53 @@ def constant_rule_counts(data, chunk_size: int = 65536,
         single[b * N + a]
     return ConstantRuleCounts(relation, body_type, body_node, answer,
                               support, groundings)
+
+
+#: Query-edge rows joined at once by :func:`constant_rule_counts`.
+JOIN_ROWS = 1 << 22
+#: The most distinct rules :func:`constant_rule_counts` counts: past them
+#: it stops joining and scales the support as under a time limit.
+MAX_CONSTANT_KEYS = 50_000_000
+
+
+def _row_chunks(order: Tensor, degree: Tensor,
+                chunk_size: int) -> Iterator[Tensor]:
+    # Consecutive parts of `order` of at most chunk_size queries whose
+    # heads have at most JOIN_ROWS edges in all (at least one query each).
+    ends = torch.cumsum(degree[order], 0)
+    begin = 0
+    while begin < order.numel():
+        before = int(ends[begin - 1]) if begin else 0
+        end = int(torch.searchsorted(ends, before + JOIN_ROWS, right=True))
+        end = min(max(end, begin + 1), begin + chunk_size)
+        yield order[begin:end]
+        begin = end
+
+
+class _KeyCounts:
+    r"""Counts of int64 keys added in parts, merged once the parts hold
+    more than :data:`JOIN_ROWS` keys (memory: the distinct keys)."""
+    def __init__(self):
+        self.keys, self.count, self.pending = [], [], 0
+
+    def add(self, keys: Tensor):
+        keys, count = torch.unique(keys, return_counts=True)
+        self.keys.append(keys)
+        self.count.append(count)
+        self.pending += keys.numel()
+        if self.pending > JOIN_ROWS and len(self.keys) > 1:
+            keys, count = self.counts()
+            self.keys, self.count, self.pending = [keys], [count], \
+                keys.numel()
+
+    def counts(self) -> Tuple[Tensor, Tensor]:
+        keys, inverse = torch.unique(torch.cat(self.keys),
+                                     return_inverse=True)
+        return keys, torch.zeros_like(keys).index_add_(
+            0, inverse, torch.cat(self.count))
+
+    def __len__(self) -> int:
+        return self.pending
 
 
 def fire(graph: TypedGraph, head: Tensor, relation: Tensor, key: Tensor,
