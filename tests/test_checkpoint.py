@@ -128,13 +128,9 @@ def test_checkpoint_round_trip_and_bad_files(tmp_path):
         load_checkpoint(str(tmp_path / 'other.pt'))
 
 
-def test_the_digest_refuses_a_changed_byte(tmp_path):
+def test_the_digest_refuses_a_changed_byte(toy_run, tmp_path):
     path = str(tmp_path / 'run.pt')
-    seed_everything(0)
-    model = DegreEmbedReasoner(3, embedding_dim=8, hidden_channels=8)
-    fit(model, chain_kg(), epochs=1, progress=False, log=None,
-        checkpoint=path)
-    payload = torch.load(path, weights_only=True)
+    payload = torch.load(toy_run[1], weights_only=True)
     weight = payload['state']['best_model']['attention.weight']
     weight.view(-1)[0] += 1  # one weight changed, the digest kept
     torch.save(payload, path)
@@ -144,7 +140,7 @@ def test_the_digest_refuses_a_changed_byte(tmp_path):
 
 
 @pytest.fixture(scope='module')
-def typed_run(tmp_path_factory):
+def toy_run(tmp_path_factory):
     from conftest import trained_toy
     return trained_toy(tmp_path_factory.mktemp('edited'))
 
@@ -179,11 +175,11 @@ def _edit(payload, field, value):
     ('scorer', 'magic', "unknown scorer 'magic'"),
 ])
 def test_an_edited_checkpoint_is_refused_naming_the_field(
-        typed_run, tmp_path, capsys, field, value, message):
+        toy_run, tmp_path, capsys, field, value, message):
     # Whoever edits the file can recompute the unkeyed digest: the contents
     # are checked before anything is built (one line, exit 2).
     from conftest import one_line_error
-    kg, original = typed_run
+    kg, original = toy_run
     payload = load_checkpoint(original)
     _edit(payload, field, value)
     path = str(tmp_path / 'edited.pt')
@@ -196,10 +192,10 @@ def test_an_edited_checkpoint_is_refused_naming_the_field(
                        message)
 
 
-def test_a_model_beyond_the_memory_is_refused(typed_run, tmp_path,
+def test_a_model_beyond_the_memory_is_refused(toy_run, tmp_path,
                                               monkeypatch):
     from pyg_degreembed.training import budget
-    payload = load_checkpoint(typed_run[1])
+    payload = load_checkpoint(toy_run[1])
     payload['model']['config'].update(embedding_dim=60000,
                                       hidden_channels=60000)
     path = str(tmp_path / 'big.pt')
@@ -210,9 +206,9 @@ def test_a_model_beyond_the_memory_is_refused(typed_run, tmp_path,
         load_checkpoint(path)
 
 
-def test_a_checkpoint_without_digest_loads_with_a_warning(typed_run,
+def test_a_checkpoint_without_digest_loads_with_a_warning(toy_run,
                                                            tmp_path):
-    payload = load_checkpoint(typed_run[1])
+    payload = load_checkpoint(toy_run[1])
     payload['format'] = 2
     path = str(tmp_path / 'old.pt')
     torch.save(payload, path)  # format 2: no digest
