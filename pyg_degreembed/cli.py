@@ -498,7 +498,8 @@ def _train(args, config, plan, source, checkpoint, device, process):
               f'before the bundled {args.dataset})')
     data = load_dataset(args.dataset)
     if args.steps == 'auto':
-        args.steps, shares = choose_rule_length(data)
+        args.steps, shares = choose_rule_length(
+            data, time_limit=plan.rule_length_seconds())
         if process == 0:
             print(f'rule length L = {args.steps} (--steps auto: '
                   + ', '.join(f'{100 * share:.1f} %' for share in shares)

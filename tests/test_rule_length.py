@@ -115,3 +115,15 @@ def test_a_gain_of_exactly_the_threshold_lengthens_the_rules():
     assert choose_num_steps([0.5, 0.9, 0.95, 0.96]) == 3
     assert choose_num_steps([0.5, 0.9, 1899 / 2000, 1.0]) == 2
     assert choose_num_steps([0.25, 0.5, 0.75], min_gain=0.25) == 3
+
+
+def test_a_deadline_measures_the_queries_that_fit():
+    # A deadline already passed: the first part of the seeded sample only,
+    # the shares of exactly those queries.
+    data = chain_kg()
+    assert reach_shares(data, 3, chunk_size=16, deadline=0.) == \
+        reach_shares(data, 3, num_queries=16, chunk_size=16)
+    assert reach_shares(data, 3, chunk_size=16, deadline=0.) != \
+        reach_shares(data, 3, chunk_size=16)
+    L, shares = choose_rule_length(data, time_limit=1e-9, chunk_size=16)
+    assert L == choose_num_steps(shares)

@@ -45,6 +45,17 @@ def test_moves_to_one_thread_when_it_is_much_faster(two_threads):
     assert torch.get_num_threads() == 2  # restored
 
 
+def test_long_steps_leave_the_threads_alone(two_threads):
+    # A first probe of 2 s (a step on a hub graph): the guard does not
+    # spend several steps probing; one thread, far faster, is not tried.
+    clock = SimulatedClock(full=2.0, one=0.005)
+    with ThreadGuard(lambda: None, clock=clock) as guard:
+        assert not guard.enabled and torch.get_num_threads() == 2
+        assert clock.readings == 2  # the warm-up alone
+        guard.step(2.0)
+    assert torch.get_num_threads() == 2
+
+
 @pytest.mark.parametrize('one', [0.006, 0.0199])
 def test_stays_when_one_thread_is_not_much_faster(two_threads, one):
     # 1.5 times faster is the margin: 0.03 / 0.0199 = 1.508 moves, below

@@ -270,3 +270,19 @@ def test_max_steps_and_time_budget_end_cleanly_and_resume(tmp_path):
         _bounded_run(None, max_steps=0)
     with pytest.raises(ValueError, match="'time_budget' must be a positive"):
         _bounded_run(None, time_budget=-1.)
+
+
+def test_constructors_are_keyword_only_and_fit_returns_eval_mode():
+    from pyg_degreembed import DegreEmbedReasoner
+    for cls in (RuleReasoner, DegreEmbedReasoner):
+        with pytest.raises(TypeError, match='positional'):
+            cls(3, 3)  # num_steps? degree_dropout? Said by name.
+    model = RuleReasoner(3, embedding_dim=4, hidden_channels=4).train()
+    result = fit(model, chain_kg(), epochs=1, progress=False, log=None)
+    assert not model.training and result.best_epoch == 1
+    # No epoch completed: no validation MRR (nan, never -inf).
+    with pytest.warns(UserWarning, match='before the first training step'):
+        result = fit(RuleReasoner(3, embedding_dim=4, hidden_channels=4),
+                     chain_kg(), progress=False, log=None, time_budget=1e-9)
+    assert result.best_epoch == 0 and result.best_valid_mrr != \
+        result.best_valid_mrr

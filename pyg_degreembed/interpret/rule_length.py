@@ -11,7 +11,8 @@ the answers (each step costs more: paths multiply with the degree).
 :func:`choose_rule_length` does both on a KG, measuring one step more only
 while the choice could still lengthen the rules, up to :obj:`max_steps`.
 """
-from typing import Any, List, Tuple
+import time
+from typing import Any, List, Optional, Tuple
 
 import torch
 
@@ -26,11 +27,15 @@ from pyg_degreembed.interpret.paths import expand_paths
 
 @torch.no_grad()
 def reach_shares(data: Any, max_steps: int = 3, num_queries: int = 2000,
-                 seed: int = 0, chunk_size: int = 256) -> List[float]:
+                 seed: int = 0, chunk_size: int = 256,
+                 deadline: Optional[float] = None) -> List[float]:
     r"""The share of (at most :obj:`num_queries`, drawn with :obj:`seed`)
     training queries, tail and head queries alike, whose answer is within
     :math:`1, \ldots,` :obj:`max_steps` edges of the head in the observed
-    graph without the query's own edge and its inverse.
+    graph without the query's own edge and its inverse.  With
+    :obj:`deadline` (a :func:`time.perf_counter` reading), the queries are
+    measured in parts of :obj:`chunk_size` until it has passed (at least
+    one part), and the shares are those of the queries measured.
 
     :rtype: :obj:`List[float]` of length :obj:`max_steps`, non-decreasing
     """
@@ -51,7 +56,12 @@ def reach_shares(data: Any, max_steps: int = 3, num_queries: int = 2000,
     within = torch.zeros(max_steps, queries.size(1), dtype=torch.bool,
                          device=graph.device)
     N = graph.num_nodes
+    measured = queries.size(1)
     for begin in range(0, queries.size(1), chunk_size):
+        if deadline is not None and begin > 0 and \
+                time.perf_counter() >= deadline:
+            measured = begin
+            break
         h, q, t = queries[:, begin:begin + chunk_size]
         removed = graph.edge_range(*query_edges(h, q, t, R)[:3])
         # The entities reached in exactly l < L steps, by expansion ...
@@ -72,7 +82,7 @@ def reach_shares(data: Any, max_steps: int = 3, num_queries: int = 2000,
         reached = walk * N + node  # sorted (expand_paths merges by key)
         found = find_sorted(reached, query * N + graph.edge_src[edge])[1]
         within[max_steps - 1, begin + query[found]] = True
-    within = within.cummax(dim=0).values
+    within = within[:, :measured].cummax(dim=0).values
     return within.double().mean(dim=1).tolist()
 
 
@@ -94,6 +104,7 @@ def choose_num_steps(shares: List[float], min_gain: float = 0.05) -> int:
 
 
 def choose_rule_length(data: Any, max_steps: int = 5, min_gain: float = 0.05,
+                       time_limit: Optional[float] = None,
                        **kwargs) -> Tuple[int, List[float]]:
     r"""The rule length :math:`L \leq` :obj:`max_steps` that
     :func:`choose_num_steps` takes on :func:`reach_shares` measured to
@@ -109,14 +120,21 @@ def choose_rule_length(data: Any, max_steps: int = 5, min_gain: float = 0.05,
             (default: :obj:`5`)
         min_gain (float, optional): As in :func:`choose_num_steps`.
             (default: :obj:`0.05`)
+        time_limit (float, optional): Seconds for all the measuring: each
+            length measured on the queries that fit in what is left of it
+            (at least :obj:`chunk_size`; a hub makes each query's paths
+            many). (default: :obj:`None`, all :obj:`num_queries`)
         **kwargs: :func:`reach_shares`'s :obj:`num_queries`, :obj:`seed`,
             :obj:`chunk_size`.
     """
     if max_steps < 2:
         raise ValueError(f"'max_steps' must be at least 2, got {max_steps}")
+    deadline = None if time_limit is None else \
+        time.perf_counter() + time_limit
     steps = 2
     while True:
-        shares = reach_shares(data, max_steps=steps, **kwargs)
+        shares = reach_shares(data, max_steps=steps, deadline=deadline,
+                              **kwargs)
         L = choose_num_steps(shares, min_gain)
         if L < steps or steps == max_steps or 1 - shares[-1] < min_gain:
             return L, shares

@@ -88,7 +88,8 @@ class RuleReasoner(Module):
           :math:`(B)` in :math:`[0, 2R)`
         - **output:** scores :math:`(B, N)`
     """
-    def __init__(self, num_relations: int, num_steps: int = 2, rank: int = 3,
+    def __init__(self, num_relations: int, *, num_steps: int = 2,
+                 rank: int = 3,
                  embedding_dim: int = 128, hidden_channels: int = 128,
                  eps: float = 1e-20, recompute: bool = False,
                  edge_weight: Optional[Module] = None):
@@ -578,7 +579,7 @@ class DegreEmbedReasoner(RuleReasoner):
         degree_dropout (float, optional): The degree embedding's
             :obj:`dropout`. (default: :obj:`0.0`)
     """
-    def __init__(self, num_relations: int, degree_dropout: float = 0.0,
+    def __init__(self, num_relations: int, *, degree_dropout: float = 0.0,
                  **kwargs):
         if 'edge_weight' in kwargs:
             raise TypeError("DegreEmbedReasoner builds its own edge weight; "

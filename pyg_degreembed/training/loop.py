@@ -85,14 +85,14 @@ class FitResult:
         best_epoch (int): The epoch whose weights were restored (the last
             one where the KG has no validation triples).
         best_valid_mrr (float): Its validation MRR (:obj:`nan` without
-            validation triples).
+            validation triples, or where no epoch was completed).
         steps (int): The optimisation steps taken in all (a resumed run's
             included); :obj:`0` where a :obj:`time_budget` ended before the
             first one (the weights are the untrained ones).
     """
     history: List[Dict] = field(default_factory=list)
     best_epoch: int = 0
-    best_valid_mrr: float = float('-inf')
+    best_valid_mrr: float = float('nan')
     steps: int = 0
 
 
@@ -201,7 +201,9 @@ def fit(
     middle of an epoch keeps the weights of the best epoch validated so far
     (the current ones if no epoch was completed), and the checkpoint holds
     the point where it ended: resuming with a larger limit continues the
-    epoch where it stopped, as if it had never stopped.
+    epoch where it stopped, as if it had never stopped.  SIGINT and SIGTERM
+    end it the same way, then raise :class:`TrainingInterrupted`.  The
+    model is returned in eval mode.
     """
     called = time.perf_counter()
     config = _config(config, settings)
@@ -431,6 +433,7 @@ def _fit_epochs(run, device, eval_batch_size, progress, progress_interval,
                     + ('; resume from the checkpoint to go on'
                        if checkpoint is not None else ''))
             model.load_state_dict(run.best_state)
+            model.eval()
             if run.limit.signal is not None:
                 raise TrainingInterrupted(
                     f'stopped by {run.limit.reason} at step '
@@ -452,6 +455,7 @@ def _fit_epochs(run, device, eval_batch_size, progress, progress_interval,
         if stop:
             break
     model.load_state_dict(run.best_state)
+    model.eval()
     run.result.steps = run.global_step
     return run.result
 
@@ -577,7 +581,8 @@ class _Run:
         self.result.history.append({'epoch': epoch, 'loss': loss,
                                     'seconds': seconds,
                                     'valid_mrr': valid_mrr})
-        improved = not validated or valid_mrr > self.result.best_valid_mrr
+        improved = not validated or not self.result.best_epoch or \
+            valid_mrr > self.result.best_valid_mrr
         if improved:
             self.result.best_epoch = epoch
             self.result.best_valid_mrr = valid_mrr

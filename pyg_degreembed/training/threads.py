@@ -48,13 +48,19 @@ class ThreadGuard:
         log (callable, optional): Receives a line when the count changes.
         clock (callable, optional): The clock the probes are timed with,
             in seconds. (default: :func:`time.perf_counter`)
+        max_probe_seconds (float, optional): A first probe slower than
+            this leaves the threads alone for the run: steps that long are
+            a few large operations, where spinning threads cost little, and
+            probing would take several steps' time. (default: :obj:`1.0`)
     """
     def __init__(self, probe: Callable[[], Any], enabled: bool = True,
                  check_every: int = 100, slow_factor: float = 4.0,
                  margin: float = 1.5,
                  log: Optional[Callable[[str], None]] = None,
-                 clock: Callable[[], float] = time.perf_counter):
+                 clock: Callable[[], float] = time.perf_counter,
+                 max_probe_seconds: float = 1.0):
         self.probe, self.log, self.clock = probe, log, clock
+        self.max_probe_seconds = max_probe_seconds
         self.check_every, self.slow_factor = check_every, slow_factor
         self.margin = margin
         self.initial = torch.get_num_threads()
@@ -67,8 +73,12 @@ class ThreadGuard:
 
     def __enter__(self) -> 'ThreadGuard':
         if self.enabled:
+            start = self.clock()
             self.probe()  # warm-up
-            self.decide()
+            if self.clock() - start > self.max_probe_seconds:
+                self.enabled = False  # long steps: the threads stay
+            else:
+                self.decide()
         return self
 
     def __exit__(self, *exc):

@@ -1,7 +1,8 @@
 r"""One time budget for a whole run, shared out between its stages.
 
 A run of :obj:`pyg-degreembed train` is: set-up (reading the KG, choosing
-the rule length), mining the rules, training the model, choosing the scorer
+the rule length in at most :data:`RULE_LENGTH_SHARE` of the budget), mining
+the rules, training the model, choosing the scorer
 on validation and saving.  :class:`TimePlan` gives each stage a deadline
 from the seconds left when it starts, so that a stage that ends early leaves
 its time to the next, and each stage is anytime (it returns its best so far
@@ -25,6 +26,9 @@ from typing import Optional
 #: The budget of :obj:`pyg-degreembed train` when none is given: the default
 #: command on an unknown KG ends within minutes.
 DEFAULT_SECONDS = 600.
+#: The share of the budget that choosing the rule length (part of the
+#: set-up, :obj:`--steps auto`) may take.
+RULE_LENGTH_SHARE = 0.1
 #: The share of the time left after the set-up that mining may take.
 MINING_SHARE = 0.35
 #: The share of the time left after the set-up kept for the validation
@@ -62,6 +66,12 @@ class TimePlan:
         if self.seconds is None:
             return None
         return max(self.seconds - self.elapsed - SAVE_SECONDS, 1e-3)
+
+    def rule_length_seconds(self) -> Optional[float]:
+        r"""The seconds choosing the rule length may take."""
+        if self.seconds is None:
+            return None
+        return RULE_LENGTH_SHARE * self.left()
 
     def _after_setup(self) -> float:
         if self.setup_end is None:
@@ -106,5 +116,5 @@ class TimePlan:
                 f'{CHOICE_SHARE * after:.0f}s, saving {SAVE_SECONDS:g}s')
 
 
-__all__ = ['CHOICE_SHARE', 'DEFAULT_SECONDS', 'MINING_SHARE', 'SAVE_SECONDS',
-           'TimePlan']
+__all__ = ['CHOICE_SHARE', 'DEFAULT_SECONDS', 'MINING_SHARE',
+           'RULE_LENGTH_SHARE', 'SAVE_SECONDS', 'TimePlan']
