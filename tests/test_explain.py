@@ -98,3 +98,32 @@ def test_bad_query_is_rejected(toy_kg):
     model = RuleReasoner(3)
     with pytest.raises(ValueError, match="'tail' must be in"):
         explain(model, graph, 0, 0, 6)
+
+
+def test_names_and_applied_rules():
+    # Names where ids are accepted; applied rules explained by their rules.
+    from pyg_degreembed import AppliedRules
+    from conftest import chain_kg
+    data = chain_kg()
+    model = DegreEmbedReasoner(data.num_relations, embedding_dim=4,
+                               hidden_channels=4).eval()
+    h, t = int(data.train_edge_index[0, 0]), int(data.train_edge_index[1, 0])
+    by_id = explain(model, data, h, 2, t)
+    by_name = explain(model, data, data.entity_names[h], 'r2',
+                      data.entity_names[t])
+    assert by_name.score == by_id.score and by_id.score > 0
+    assert [p.contribution for p in by_name.paths] == \
+        [p.contribution for p in by_id.paths]
+    inverse = explain(model, data, data.entity_names[t], 'inv_r2',
+                      data.entity_names[h])
+    assert inverse.score == explain(model, data, t, 2 + 3, h).score
+    with pytest.raises(ValueError, match="Unknown entity 'nobody'"):
+        explain(model, data, 'nobody', 'r2', t)
+    applied = AppliedRules.mine(data, 2)
+    rules, answer_type = explain(applied, data, data.entity_names[h], 'r2',
+                                 t)
+    expected, expected_type = applied.explain(data, h, 2, t)
+    assert [r.body for r in rules] == [r.body for r in expected] and rules
+    assert answer_type == expected_type
+    with pytest.raises(TypeError, match='RuleReasoner or applied rules'):
+        explain(torch.nn.Linear(2, 2), data, h, 2, t)

@@ -15,7 +15,7 @@ the Neural-LP split of the training triples into *facts* (graph only) and
   :math:`2R` edge types).
 * :obj:`entity_names`, :obj:`relation_names`: lists of names, index = id.
 """
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
 from torch import Tensor
@@ -256,6 +256,32 @@ def answer_types(data: Data) -> Optional[Tuple[Tensor, Tensor]]:
         return None
     types = data.relation_types
     return data.node_type, torch.cat([types[:, 1], types[:, 0]])
+
+
+def entity_index(data: Data, entity: Union[int, str]) -> int:
+    r"""The id of :obj:`entity`: an id is kept, a name looked up in
+    :obj:`data.entity_names`."""
+    if not isinstance(entity, str):
+        return entity
+    names = getattr(data, 'entity_names', None)
+    if names is None or entity not in names:
+        raise ValueError(f'Unknown entity {entity!r}')
+    return list(names).index(entity)
+
+
+def relation_index(data: Data, relation: Union[int, str]) -> int:
+    r"""The query relation id of :obj:`relation` in :math:`[0, 2R)`: an id
+    is kept, a name looked up in :obj:`data.relation_names`
+    (:obj:`inv_<name>` for the inverse query)."""
+    if not isinstance(relation, str):
+        return relation
+    names, R = list(getattr(data, 'relation_names', None) or []), \
+        int(data.num_relations)
+    if relation in names:
+        return names.index(relation)
+    if relation.startswith('inv_') and relation[4:] in names:
+        return names.index(relation[4:]) + R
+    raise ValueError(f'Unknown relation {relation!r}')
 
 
 def check_head_type(data: Data, head: int, relation: int):

@@ -7,7 +7,8 @@ from torch.nn import Module
 
 from pyg_degreembed.data.convert import as_kg
 from pyg_degreembed.data.kg import (all_triples, answer_types,
-                                    check_head_type)
+                                    check_head_type, entity_index,
+                                    relation_index)
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,7 @@ def predict(model: Module, data: Any, head: int, relation: int,
     if k < 0:
         raise ValueError(f"'k' must be at least 0, got {k}")
     kg = as_kg(data)
-    head, relation = _index_of(kg, head, relation)
+    head, relation = entity_index(kg, head), relation_index(kg, relation)
     if typed:
         check_head_type(kg, head, relation)
     scores = model(data, [head], [relation])[0].cpu()
@@ -94,20 +95,3 @@ def predict(model: Module, data: Any, head: int, relation: int,
     order = order[:min(k, int(candidate.sum()))]
     return [Prediction(int(e), float(scores[e]), bool(known[e]),
                        int(e) == head) for e in order]
-
-
-def _index_of(kg, head, relation):
-    # Names to indices (indices are kept).
-    if isinstance(head, str):
-        if head not in kg.entity_names:
-            raise ValueError(f'Unknown entity {head!r}')
-        head = kg.entity_names.index(head)
-    if isinstance(relation, str):
-        names, R = list(kg.relation_names), kg.num_relations
-        if relation in names:
-            relation = names.index(relation)
-        elif relation.startswith('inv_') and relation[4:] in names:
-            relation = names.index(relation[4:]) + R
-        else:
-            raise ValueError(f'Unknown relation {relation!r}')
-    return head, relation

@@ -23,12 +23,14 @@ features, so a known fact is explained by the other evidence for it.
 """
 import functools
 from dataclasses import dataclass
-from typing import Any, List, Optional, Sequence, Tuple
+from typing import Any, List, Optional, Sequence, Tuple, Union
 
 import torch
 from torch.nn import Module
 
-from pyg_degreembed.data.kg import edge_type_name, query_edges
+from pyg_degreembed.data.convert import as_kg
+from pyg_degreembed.data.kg import (edge_type_name, entity_index, query_edges,
+                                    relation_index)
 from pyg_degreembed.data.typed_graph import TypedGraph
 from pyg_degreembed.interpret.rules import format_atom
 
@@ -124,20 +126,27 @@ def _keeps_mode(function):
 
 @_keeps_mode
 @torch.no_grad()
-def explain(model: Module, graph: Any, head: int, relation: int, tail: int,
+def explain(model: Module, graph: Any, head: Union[int, str],
+            relation: Union[int, str], tail: Union[int, str],
             max_paths: Optional[int] = None,
             remove_edge: bool = False) -> Explanation:
     r"""Explains the score of :obj:`tail` for the query :obj:`(head,
-    relation, ?)` by its grounded rule paths.
+    relation, ?)` by its grounded rule paths.  For
+    :class:`~pyg_degreembed.AppliedRules` (which rank by their best rules,
+    not by a sum over paths) it returns
+    :meth:`~pyg_degreembed.AppliedRules.explain`'s rules that predict
+    :obj:`tail`, best first, and the answer-type rule it satisfies.
 
     Args:
         model (RuleReasoner): A trained rule reasoner.
         graph: The graph to reason on: a KG (:obj:`Data`, :obj:`HeteroData`,
             a PyG KG dataset) or a :class:`~pyg_degreembed.TypedGraph`, as
             :meth:`~pyg_degreembed.RuleReasoner.forward` takes it.
-        head (int): The head entity.
-        relation (int): The query relation in :math:`[0, 2R)`.
-        tail (int): The candidate answer.
+        head (int or str): The head entity (a name where :obj:`graph` is
+            a KG with names).
+        relation (int or str): The query relation in :math:`[0, 2R)`, or
+            its name (:obj:`inv_<name>` for the inverse query).
+        tail (int or str): The candidate answer.
         max_paths (int, optional): Keep only the largest contributions.
             (default: :obj:`None`, all)
         remove_edge (bool, optional): Explain the score the query gets in
@@ -148,6 +157,15 @@ def explain(model: Module, graph: Any, head: int, relation: int, tail: int,
     """
     if max_paths is not None and max_paths < 0:
         raise ValueError(f"'max_paths' must be at least 0, got {max_paths}")
+    if any(isinstance(x, str) for x in (head, relation, tail)):
+        kg = as_kg(graph)  # names need the KG
+        head, tail = entity_index(kg, head), entity_index(kg, tail)
+        relation = relation_index(kg, relation)
+    if not hasattr(model, 'path_factors'):  # applied rules: their own
+        if not hasattr(model, 'explain'):
+            raise TypeError(f'explain() takes a RuleReasoner or applied '
+                            f'rules, got {type(model).__name__}')
+        return model.explain(graph, head, relation, tail)
     graph = model.graph(graph)
     N, K, L, T = graph.num_nodes, model.num_edge_types, model.num_steps, \
         model.rank
