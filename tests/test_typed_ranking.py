@@ -188,3 +188,21 @@ def test_hetero_data_names_of_several_node_types():
     h['city'].names = ['Paris', 'Lyon']
     kg = as_kg(h)
     assert kg.entity_names[-2:] == ['city/Paris', 'city/Lyon']
+
+
+def test_load_model_with_the_hetero_data_in_memory(tmp_path):
+    from pyg_degreembed import fit, load_model
+    from pyg_degreembed.training.checkpoint import CheckpointError
+    h = people_companies_cities()
+    path = str(tmp_path / 'typed.pt')
+    model = RuleReasoner(as_kg(h).num_relations, embedding_dim=4,
+                         hidden_channels=4)
+    fit(model, h, epochs=1, progress=False, log=None, checkpoint=path)
+    loaded, kg = load_model(path, dataset=h)
+    assert kg.node_type_names == ['person', 'company', 'city']
+    assert torch.equal(loaded(kg, [0], [0]), model(kg, [0], [0]))
+    with pytest.raises(CheckpointError, match='does not record its dataset'):
+        load_model(path)
+    h['person', 'knows', 'person'].edge_index[1, 0] = 3  # another KG
+    with pytest.raises(CheckpointError, match='trained on another KG'):
+        load_model(path, dataset=h)

@@ -443,24 +443,25 @@ def model_from_checkpoint(payload: Dict[str, Any], best: bool = True):
     return model
 
 
-def load_model(path: str, dataset: Optional[str] = None,
+def load_model(path: str, dataset: Optional[Any] = None,
                device: Union[str, torch.device] = 'cpu',
-               graph: Optional[str] = None):
+               graph: Optional[Any] = None):
     r"""Loads a trained model and a KG to reason on from a checkpoint (of
     :func:`~pyg_degreembed.fit` or :obj:`pyg-degreembed train`), to carry
     on in Python.
 
     Args:
         path (str): The checkpoint file.
-        dataset (str, optional): The training KG (a bundled name, a folder
-            or a triples file; see
-            :func:`~pyg_degreembed.data.datasets.load_dataset`), where it is
-            not
-            the path recorded in the checkpoint; it must hold the same
+        dataset (str or KG, optional): The training KG (a bundled name, a
+            folder or a triples file, see
+            :func:`~pyg_degreembed.data.datasets.load_dataset`, or the KG in
+            memory, any input :func:`~pyg_degreembed.as_kg` reads: a
+            :obj:`Data`, a :obj:`HeteroData`, a PyG dataset), where it is
+            not the path recorded in the checkpoint; it must hold the same
             triples in the same splits. (default: the recorded one)
         device (torch.device, optional): Where to put the model.
             (default: :obj:`"cpu"`)
-        graph (str, optional): Another KG to reason on instead (new
+        graph (str or KG, optional): Another KG to reason on instead (new
             entities, other triples: the inductive setting), given like
             :obj:`dataset`; its relations must be ones the model knows and
             are renumbered to the model's ids by name
@@ -475,13 +476,18 @@ def load_model(path: str, dataset: Optional[str] = None,
 
 
 def model_and_data(payload: Dict[str, Any], path: str,
-                   dataset: Optional[str] = None,
+                   dataset: Optional[Any] = None,
                    device: Union[str, torch.device] = 'cpu',
-                   graph: Optional[str] = None):
+                   graph: Optional[Any] = None):
     r""":func:`load_model` for a checkpoint already read from :obj:`path`
     (:func:`load_checkpoint`)."""
-    from pyg_degreembed.data.convert import align_relations
-    from pyg_degreembed.data.datasets import load_dataset
+    from pyg_degreembed.data.convert import align_relations, as_kg
+    from pyg_degreembed.data.datasets import load_dataset as load_path
+
+    def load_dataset(spec):  # a path or name, or a KG in memory
+        return load_path(spec) if isinstance(spec, (str, os.PathLike)) \
+            else as_kg(spec)
+
     if graph is not None:
         if dataset is not None:
             raise CheckpointError('give the training KG (dataset) or '
@@ -490,7 +496,7 @@ def model_and_data(payload: Dict[str, Any], path: str,
         data = align_relations(load_dataset(graph),
                                payload['kg']['relation_names'])
     else:
-        source = dataset or payload['kg'].get('source')
+        source = payload['kg'].get('source') if dataset is None else dataset
         if source is None:
             raise CheckpointError(f'{path} does not record its dataset; '
                                   'pass the dataset')
