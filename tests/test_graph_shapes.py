@@ -16,7 +16,7 @@ SHAPES = ('chain', 'star', 'clique', 'parts', 'one relation', 'self-loops')
 LIMIT = 2.
 #: What a stage may take past its limit: the last batch or slice it started
 #: (and, for training, the set-up before its first step and the save).
-SLACK = 3.
+SLACK = 5.
 
 
 def shape_kg(shape: str, size: int, num_relations: int, seed: int):
