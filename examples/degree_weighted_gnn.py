@@ -1,20 +1,21 @@
 """DegreEmbed's degree weights in a GNN of PyG's own layers: link prediction
-on Family with and without them.
+on Family with and without them, for a plain and a relational layer.
 
     python examples/degree_weighted_gnn.py [--steps 600] [--dim 64] [--quick]
 
-The network: learned entity embeddings, two PyG ``GraphConv`` layers (mean
+The network: learned entity embeddings, two message-passing layers (mean
 aggregation) over the observed graph (facts and training triples with their
-inverses), and a
-DistMult decoder, ``score(h, q, t) = <z_h, w_q, z_t>``, trained with the
-cross-entropy over all entities.  With ``--rho``-weights (the default run
-does both), every message ``i -k-> j`` is multiplied by ``K * rho[i, k]``
-from a ``DegreeEmbedding`` trained end to end with the rest: the weight the
-entity's degree-type set gives the edge's type (``layer.edge_weight(
-edge_index, edge_type)``), scaled by the number K of edge types so that a
-uniform rho gives every message weight 1, as in the GNN without it.  A
-training step leaves the batch's own edges (and their
-inverses) out of the graph, so that no query is answered by its own edge.
+inverses), and a DistMult decoder, ``score(h, q, t) = <z_h, w_q, z_t>``,
+trained with the cross-entropy over all entities.  The layers are PyG's
+``GraphConv`` or the relational ``WeightedRGCNConv`` (PyG's ``RGCNConv``
+taking an edge weight).  With the degree weights every message
+``i -k-> j`` is multiplied by ``K * rho[i, k]`` from a ``DegreeEmbedding``
+trained end to end with the rest (``layer.edge_weight(edge_index,
+edge_type, scale=True)``: the weight the entity's degree-type set gives the
+edge's type, times the number K of edge types, so that a uniform rho gives
+every message weight 1, as the layer without it).  A training step leaves
+the batch's own edges (and their inverses) out of the graph, so that no
+query is answered by its own edge (rho is that of the graph without them).
 The test metrics are filtered, both directions, realistic ties
 (``compute_ranks``).  ``--quick`` is the small setting the tests run.
 """
@@ -28,34 +29,36 @@ from torch.nn import Embedding, ModuleList, Parameter
 from torch_geometric import seed_everything
 from torch_geometric.nn import GraphConv
 
-from pyg_degreembed import DegreeEmbedding, compute_ranks, load_dataset
-from pyg_degreembed.data.kg import split_triples
-from pyg_degreembed.evaluation.ranks import both_directions
-from pyg_degreembed.training.threads import ThreadGuard
+from pyg_degreembed import (DegreeEmbedding, WeightedRGCNConv, compute_ranks,
+                            load_dataset)
 
 
 class DegreeWeightedGNN(torch.nn.Module):
-    r"""Entity embeddings, :obj:`GraphConv` layers whose messages carry
-    DegreEmbed's :math:`\rho_{i,k}` (or weight 1 without it) and a DistMult
-    decoder over the :math:`2R` query relations."""
+    r"""Entity embeddings, :obj:`GraphConv` or :obj:`WeightedRGCNConv`
+    layers whose messages carry DegreEmbed's :math:`K \rho_{i,k}` (or
+    weight 1 without it) and a DistMult decoder over the :math:`2R` query
+    relations."""
     def __init__(self, num_nodes: int, num_relations: int, dim: int,
-                 num_layers: int = 2, degree_weights: bool = True):
+                 layer: str = 'graphconv', num_layers: int = 2,
+                 degree_weights: bool = True):
         super().__init__()
         self.entity = Embedding(num_nodes, dim)
-        self.convs = ModuleList(GraphConv(dim, dim, aggr='mean')
-                                for _ in range(num_layers))
+        self.relational = layer == 'rgcn'
+        self.convs = ModuleList(
+            WeightedRGCNConv(dim, dim, 2 * num_relations, num_bases=4)
+            if self.relational else GraphConv(dim, dim, aggr='mean')
+            for _ in range(num_layers))
         self.relation = Parameter(torch.ones(2 * num_relations, dim))
         self.degree = DegreeEmbedding(2 * num_relations, 32, 32) \
             if degree_weights else None
 
     def encode(self, edge_index: Tensor, edge_type: Tensor) -> Tensor:
-        # K * rho: weight 1 where rho is uniform, as in the GNN without it.
-        weight = None if self.degree is None else \
-            self.degree.num_edge_types * self.degree.edge_weight(
-                edge_index, edge_type, self.entity.num_embeddings)
+        weight = None if self.degree is None else self.degree.edge_weight(
+            edge_index, edge_type, self.entity.num_embeddings, scale=True)
         x = self.entity.weight
         for i, conv in enumerate(self.convs):
-            x = conv(x, edge_index, weight)
+            x = conv(x, edge_index, edge_type, weight) if self.relational \
+                else conv(x, edge_index, weight)
             if i < len(self.convs) - 1:
                 x = x.relu()
         return x
@@ -75,7 +78,11 @@ def train_and_test(model, data, steps: int, batch_size: int, lr: float):
     R, N = data.num_relations, data.num_nodes
     edge_index, edge_type = data.edge_index, data.edge_type
     edge_key = (edge_index[0] * 2 * R + edge_type) * N + edge_index[1]
-    head, relation, tail = both_directions(split_triples(data, 'train'), R)
+    # The training queries, both directions: (h, r, ?) and (t, r + R, ?).
+    h, t = data.train_edge_index
+    r = data.train_edge_type
+    head, relation, tail = torch.cat([h, t]), torch.cat([r, r + R]), \
+        torch.cat([t, h])
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     generator = torch.Generator().manual_seed(0)
 
@@ -88,27 +95,18 @@ def train_and_test(model, data, steps: int, batch_size: int, lr: float):
         z = model.encode(edge_index[:, keep], edge_type[keep])
         return F.cross_entropy((z[h] * model.relation[q]) @ z.t(), t)
 
-    def probe():  # a step's forward and backward pass, nothing changed
-        loss_of(torch.arange(min(batch_size, head.numel()))).backward()
-        optimizer.zero_grad(set_to_none=True)
-
-    # Many small kernels: next to a busy process, one thread beats a pool
-    # of spinning ones; the guard times both and picks (training.threads).
     start = time.perf_counter()
-    with ThreadGuard(probe) as guard:
-        for step in range(1, steps + 1):
-            began = time.perf_counter()
-            loss = loss_of(torch.randint(head.numel(), (batch_size, ),
-                                         generator=generator))
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-            guard.step(time.perf_counter() - began)
-            if step % max(steps // 5, 1) == 0:
-                print(f'  step {step:4d}  loss {float(loss.detach()):.4f}')
-        seconds = time.perf_counter() - start
-        model.eval()
-        return compute_ranks(model, data, 'test').metrics(), seconds
+    for step in range(1, steps + 1):
+        loss = loss_of(torch.randint(head.numel(), (batch_size, ),
+                                     generator=generator))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        if step % max(steps // 5, 1) == 0:
+            print(f'  step {step:4d}  loss {float(loss.detach()):.4f}')
+    seconds = time.perf_counter() - start
+    model.eval()
+    return compute_ranks(model, data, 'test').metrics(), seconds
 
 
 def main():
@@ -118,6 +116,8 @@ def main():
     parser.add_argument('--batch-size', type=int, default=256)
     parser.add_argument('--lr', type=float, default=0.01)
     parser.add_argument('--seed', type=int, default=0)
+    parser.add_argument('--layers', nargs='+', default=['graphconv', 'rgcn'],
+                        choices=['graphconv', 'rgcn'])
     parser.add_argument('--quick', action='store_true',
                         help='a small setting (40 steps, 16 dimensions)')
     args = parser.parse_args()
@@ -128,15 +128,18 @@ def main():
           f'relations; {args.steps} steps of {args.batch_size} queries, '
           f'{args.dim} dimensions')
     rows = []
-    for degree_weights in (False, True):
-        name = 'GraphConv + rho' if degree_weights else 'GraphConv'
-        print(name)
-        seed_everything(args.seed)
-        model = DegreeWeightedGNN(data.num_nodes, data.num_relations,
-                                  args.dim, degree_weights=degree_weights)
-        metrics, seconds = train_and_test(model, data, args.steps,
-                                          args.batch_size, args.lr)
-        rows.append((name, metrics, seconds))
+    for layer in args.layers:
+        for degree_weights in (False, True):
+            name = {'graphconv': 'GraphConv', 'rgcn': 'RGCN'}[layer] + \
+                (' + rho' if degree_weights else '')
+            print(name)
+            seed_everything(args.seed)
+            model = DegreeWeightedGNN(data.num_nodes, data.num_relations,
+                                      args.dim, layer,
+                                      degree_weights=degree_weights)
+            metrics, seconds = train_and_test(model, data, args.steps,
+                                              args.batch_size, args.lr)
+            rows.append((name, metrics, seconds))
     print('\nfiltered test metrics (both directions, realistic ties)')
     print(f"{'model':<18}{'MRR':>8}{'H@1':>8}{'H@10':>8}{'train s':>9}")
     for name, m, seconds in rows:

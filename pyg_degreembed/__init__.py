@@ -16,7 +16,8 @@ from pyg_degreembed.interpret.anyburl import read_anyburl, write_anyburl
 from pyg_degreembed.interpret.applied_rules import AppliedRules
 from pyg_degreembed.interpret.explain import explain
 from pyg_degreembed.interpret.rules import Rule, extract_rules
-from pyg_degreembed.nn import DegreeEmbedding, DegreEmbedReasoner, RuleReasoner
+from pyg_degreembed.nn import (DegreeEmbedding, DegreEmbedReasoner,
+                               RuleReasoner, WeightedRGCNConv)
 from pyg_degreembed.training.checkpoint import load_model
 from pyg_degreembed.training.config import TrainConfig
 from pyg_degreembed.training.loop import FitResult, fit, rule_loss
@@ -25,6 +26,7 @@ from pyg_degreembed.version import __version__
 
 __all__ = [
     'AppliedRules', 'DegreeEmbedding', 'RuleReasoner', 'DegreEmbedReasoner',
+    'WeightedRGCNConv',
     'TypedGraph',
     'Signals', 'SourceWeights', 'DegreeSets', 'degree_sets', 'load_neural_lp',
     'KGFormatError', 'KGBenchmark', 'bundled_path', 'load_dataset', 'as_kg',

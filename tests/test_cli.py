@@ -156,7 +156,7 @@ def test_edge_weight_options(capsys):
 def test_interrupt_exits_130_with_one_line(monkeypatch, capsys):
     # Ctrl-C during a command: status 130 (128 + SIGINT), one error line,
     # no traceback.
-    import pyg_degreembed.cli as cli
+    import pyg_degreembed.cli.analysis as cli
 
     def interrupted(args):
         raise KeyboardInterrupt

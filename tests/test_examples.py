@@ -15,8 +15,9 @@ def test_degree_weighted_gnn_quick():
     table = out.stdout.split('filtered test metrics')[1].splitlines()[2:]
     rows = {line.split()[0] + ('+rho' if 'rho' in line else ''):
             [float(v) for v in line.split()[-4:]] for line in table}
-    assert set(rows) == {'GraphConv', 'GraphConv+rho'}
+    assert set(rows) == {'GraphConv', 'GraphConv+rho', 'RGCN', 'RGCN+rho'}
     for mrr, h1, h10, seconds in rows.values():
         assert 0 < h1 <= mrr <= h10 <= 1 and seconds > 0
-    # Two different networks (the weights change what they learn).
-    assert rows['GraphConv'][:3] != rows['GraphConv+rho'][:3]
+    # Different networks (the weights change what they learn).
+    for layer in ('GraphConv', 'RGCN'):
+        assert rows[layer][:3] != rows[layer + '+rho'][:3]

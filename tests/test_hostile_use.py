@@ -83,7 +83,7 @@ def test_outputs_are_checked_before_the_work(trained, capsys, monkeypatch):
     def never(*args, **kwargs):
         raise AssertionError('the model was loaded before the check')
 
-    monkeypatch.setattr('pyg_degreembed.cli.model_and_data', never)
+    monkeypatch.setattr('pyg_degreembed.cli.common.model_and_data', never)
     (folder / 'file').write_text('x')
     one_line_error(capsys, ['plot', '--checkpoint', checkpoint, '--out',
                             str(folder / 'file' / 'p.png')],
@@ -300,7 +300,7 @@ def test_the_command_line_never_prints_a_traceback(monkeypatch, capsys,
     def fail(*args, **kwargs):
         raise error
 
-    monkeypatch.setattr('pyg_degreembed.cli.load_dataset', fail)
+    monkeypatch.setattr('pyg_degreembed.cli.analysis.load_dataset', fail)
     code = main(['saturation', '--dataset', 'family'])
     err = capsys.readouterr().err
     assert err.startswith('error: ') and len(err.strip().splitlines()) == 1

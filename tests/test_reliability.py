@@ -320,7 +320,7 @@ def test_python_api_misuse_names_the_argument(toy_kg):
 
 # The lock race: the second of two runs started together is refused.
 def _race_worker(argv, inside, release, result, paused):
-    import pyg_degreembed.cli as cli
+    import pyg_degreembed.cli.train as cli
     if paused:  # hold the lock until the other run has tried
         load = cli.load_dataset
 

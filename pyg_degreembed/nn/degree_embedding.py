@@ -208,33 +208,66 @@ class DegreeEmbedding(Module):
         return self.source_weights(graph).to_dense()
 
     def edge_weight(self, edge_index: Tensor, edge_type: Tensor,
-                    num_nodes: Optional[int] = None) -> Tensor:
+                    num_nodes: Optional[int] = None, *,
+                    graph: Any = None, scale: bool = False) -> Tensor:
         r""":math:`\rho` as one weight per edge, for PyG's layers that take
         an :obj:`edge_weight` (:class:`~torch_geometric.nn.conv.GraphConv`,
-        :class:`~torch_geometric.nn.conv.GCNConv`, ...): an edge
+        :class:`~torch_geometric.nn.conv.GCNConv`, ...,
+        :class:`~pyg_degreembed.nn.WeightedRGCNConv` for relations): an edge
         :math:`i \xrightarrow{k} j` gets the weight its source gives its
         type,
 
         .. math::
-            w_{(i, k, j)} = \rho_{i, k},
+            w_{(i, k, j)} = s \cdot \rho_{i, k},
 
-        where :math:`\rho` is computed on the graph of these edges (as by
+        with :math:`s = K` where :obj:`scale` (a uniform :math:`\rho` then
+        gives every edge weight 1, as a layer without weights; raw
+        :math:`\rho` is about :math:`1/K`, which self-loops of weight 1
+        swamp) and :math:`s = 1` otherwise.  :math:`\rho` is computed on
+        :obj:`graph` (by default the graph of these edges), as by
         :meth:`forward`, with inverse edges added to types below
-        :math:`K / 2`).  Differentiable: the layer trains with the network
+        :math:`K / 2`.  Differentiable: the layer trains with the network
         that uses the weights.
 
+        To weight a part of a graph (after
+        :func:`~torch_geometric.utils.dropout_edge`, or the edges of
+        :func:`~torch_geometric.utils.k_hop_subgraph` in the full graph's
+        node ids) by the full graph's :math:`\rho`, pass the full graph as
+        :obj:`graph`: its :math:`\rho` is computed once per graph object
+        (cached), and each part only reads its edges' rows.  Without it,
+        :math:`\rho` is that of the part's own edges (degree-type sets of
+        the subgraph), computed anew for every new edge set.
+
         Args:
-            edge_index (torch.Tensor): Edge indices of shape :obj:`[2, E]`.
+            edge_index (torch.Tensor): Edge indices of shape :obj:`[2, E]`
+                (node ids of :obj:`graph` where it is given).
             edge_type (torch.Tensor): Edge types in :math:`[0, K)`, shape
                 :obj:`[E]`.
             num_nodes (int, optional): The number of entities :math:`N`.
+            graph (optional): The graph :math:`\rho` is computed on: a
+                :obj:`(edge_index, edge_type)` pair or any graph
+                :meth:`forward` takes. (default: :obj:`None`, these edges)
+            scale (bool, optional): Multiply by :math:`K`.
+                (default: :obj:`False`)
 
         :rtype: :class:`torch.Tensor` of shape :obj:`[E]`
         """
-        rho = self(edge_index, edge_type, num_nodes)
+        if graph is None:
+            rho = self(edge_index, edge_type, num_nodes)
+        elif isinstance(graph, tuple):
+            rho = self(*graph, num_nodes)
+        else:
+            rho = self(graph, num_nodes=num_nodes)
         edge_index = index_tensor(edge_index, 'edge_index').to(rho.device)
         edge_type = index_tensor(edge_type, 'edge_type').to(rho.device)
-        return rho[edge_index[0], edge_type]
+        if edge_index.numel() and (int(edge_index.max()) >= rho.size(0) or
+                                   int(edge_index.min()) < 0):
+            raise ValueError(f"'edge_index' holds node ids outside [0, "
+                             f'{rho.size(0)}) of the graph rho is computed '
+                             'on (a subgraph relabelled? pass its edges in '
+                             "the full graph's ids)")
+        weight = rho[edge_index[0], edge_type]
+        return weight * self.num_edge_types if scale else weight
 
     def source_weights(self, graph: TypedGraph,
                        nodes: Optional[Tensor] = None,
