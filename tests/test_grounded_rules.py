@@ -175,3 +175,14 @@ def test_cli_rules_confidences_and_explain_plot(tmp_path, capsys):
 
 def model_relations(checkpoint):
     return list(load_checkpoint(checkpoint)['kg']['relation_names'])
+
+
+def test_parallel_edges_are_drawn_on_arcs_of_their_own():
+    # 'sister' and 'inv_sister' from one person to another, and a third
+    # edge: the parallel pair gets two different arcs (networkx draws the
+    # i-th edge of a pair with the i-th style).
+    from pyg_degreembed.interpret.plot import parallel_arcs
+    styles = parallel_arcs([(0, 1), (0, 1), (1, 2)])
+    assert len(styles) == 2 and styles[0] != styles[1]
+    assert parallel_arcs([(0, 1), (1, 0)]) == ['arc3,rad=0.12']
+    assert parallel_arcs([]) == ['arc3,rad=0.12']

@@ -1,6 +1,7 @@
 r"""Plots (need the :obj:`plot` extra: :obj:`matplotlib`,
 :obj:`scikit-learn`)."""
-from typing import Any, Optional, Sequence
+from collections import Counter
+from typing import Any, List, Optional, Sequence, Tuple
 
 import torch
 from torch.nn import Module
@@ -79,6 +80,15 @@ def plot_entity_embedding(model: Module, graph: Any, path: str,
     return xy, counts
 
 
+def parallel_arcs(pairs: List[Tuple[int, int]]) -> List[str]:
+    r"""The connection styles of networkx's drawing of a multigraph's
+    edges :obj:`pairs` (its i-th edge of a pair takes the i-th style):
+    parallel edges ('sister' and 'inv_sister' between the same two people)
+    each on an arc of its own, so that no label hides another."""
+    parallel = max(Counter(pairs).values(), default=1)
+    return [f'arc3,rad={0.12 + 0.25 * i:.2f}' for i in range(parallel)]
+
+
 def plot_explanation(explanation, path: str,
                      entity_names: Optional[Sequence[str]] = None,
                      relation_names: Optional[Sequence[str]] = None,
@@ -125,7 +135,7 @@ def plot_explanation(explanation, path: str,
         n: graph.nodes[n]['name'] for n in graph.nodes})
     edges = list(graph.edges(keys=True, data=True))
     top = max((d['share'] for *_, d in edges), default=1.) or 1.
-    style = 'arc3,rad=0.12'
+    style = parallel_arcs([(u, v) for u, v, _, _ in edges])
     nx.draw_networkx_edges(
         graph, position, edgelist=[(u, v, k) for u, v, k, _ in edges],
         width=[0.5 + 5 * d['share'] / top for *_, d in edges],
