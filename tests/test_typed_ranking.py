@@ -206,3 +206,45 @@ def test_load_model_with_the_hetero_data_in_memory(tmp_path):
     h['person', 'knows', 'person'].edge_index[1, 0] = 3  # another KG
     with pytest.raises(CheckpointError, match='trained on another KG'):
         load_model(path, dataset=h)
+
+
+def test_to_hetero_data_restores_the_node_types():
+    from pyg_degreembed import from_hetero_data, to_hetero_data
+    h = people_companies_cities()
+    h['city'].names = ['Paris', 'Lyon']
+    kg = as_kg(h)
+    back = to_hetero_data(kg)
+    assert back.node_types == ['person', 'company', 'city']
+    assert back['city'].names == ['city/Paris', 'city/Lyon']
+    assert torch.equal(back['person', 'lives_in', 'city'].edge_index,
+                       h['person', 'lives_in', 'city'].edge_index)
+    assert torch.equal(back['person', 'works_at', 'company'].test_edge_index,
+                       h['person', 'works_at', 'company'].test_edge_index)
+    again = from_hetero_data(back)  # the same KG
+    assert again.entity_names == kg.entity_names
+    assert list(again.relation_names) == list(kg.relation_names)
+    assert torch.equal(again.node_type, kg.node_type)
+    assert torch.equal(again.relation_types, kg.relation_types)
+    for split in ('train', 'test'):
+        assert torch.equal(split_triples(again, split),
+                           split_triples(kg, split))
+
+
+def test_entities_addressed_by_node_type_and_local_id():
+    kg = as_kg(people_companies_cities())
+    model = RuleReasoner(kg.num_relations, embedding_dim=4,
+                         hidden_channels=4).eval()
+    lives_in = list(kg.relation_names).index('lives_in')
+    by_pair = predict(model, kg, ('person', 4), 'lives_in', k=3,
+                      filter_known=False)
+    by_id = predict(model, kg, 4, lives_in, k=3, filter_known=False)
+    assert [a.entity for a in by_pair] == [a.entity for a in by_id]
+    assert [a.entity for a in predict(model, kg, ('city', 1),
+                                      'inv_lives_in', k=3)] == \
+        [a.entity for a in predict(model, kg, 'city/1', 'inv_lives_in',
+                                   k=3)]
+    with pytest.raises(ValueError, match=r"node type 'city' has ids in "
+                       r"\[0, 2\)"):
+        predict(model, kg, ('city', 2), 'inv_lives_in')
+    with pytest.raises(ValueError, match='node types: person, company'):
+        predict(model, kg, ('planet', 0), 'lives_in')

@@ -68,20 +68,41 @@ def from_edge_index(
 
 
 def to_hetero_data(data: Data) -> HeteroData:
-    r"""Converts a KG to :class:`~torch_geometric.data.HeteroData` with one
-    node type :obj:`"entity"` and one edge type
-    :obj:`("entity", relation_name, "entity")` per relation.  Each edge
-    type's :obj:`edge_index` is the observed graph (facts and train, no
-    inverses); the triples of every split are kept as
-    :obj:`{split}_edge_index`."""
+    r"""Converts a KG to :class:`~torch_geometric.data.HeteroData`: one
+    node type per node type of a typed KG (:obj:`node_type`,
+    :obj:`node_type_names`, :obj:`relation_types`, as
+    :func:`from_hetero_data` or a folder with :obj:`entity_types.txt` give
+    it; the entities of a type numbered in their order, their names in
+    :obj:`names`), else the one node type :obj:`"entity"`; one edge type
+    :obj:`(source type, relation_name, destination type)` per relation.
+    Each edge type's :obj:`edge_index` is the observed graph (facts and
+    train, no inverses); the triples of every split are kept as
+    :obj:`{split}_edge_index`.  :func:`from_hetero_data` reads it back as
+    the same KG where the entities are grouped by type."""
     out = HeteroData()
-    out[NODE_TYPE].num_nodes = data.num_nodes
-    out[NODE_TYPE].names = list(data.entity_names)
+    typed = 'node_type' in data and 'relation_types' in data
+    if typed:
+        node_type = data.node_type.cpu()
+        type_names = list(getattr(data, 'node_type_names', None) or [
+            f'type{t}' for t in range(int(node_type.max()) + 1)])
+        types = data.relation_types.cpu().tolist()
+    else:
+        node_type = torch.zeros(data.num_nodes, dtype=torch.long)
+        type_names, types = [NODE_TYPE], [[0, 0]] * data.num_relations
+    local = torch.zeros(data.num_nodes, dtype=torch.long)
+    for t, type_name in enumerate(type_names):
+        members = (node_type == t).nonzero().view(-1)
+        local[members] = torch.arange(members.numel())
+        out[type_name].num_nodes = members.numel()
+        out[type_name].names = [data.entity_names[i]
+                                for i in members.tolist()]
     for r, name in enumerate(data.relation_names):
-        store = out[NODE_TYPE, name, NODE_TYPE]
+        src, dst = (type_names[t] for t in types[r])
+        store = out[src, name, dst]
         for split in SPLITS:
             triples = split_triples(data, split)
-            store[f'{split}_edge_index'] = triples[[0, 2]][:, triples[1] == r]
+            store[f'{split}_edge_index'] = \
+                local[triples[[0, 2]][:, triples[1] == r]]
         store.edge_index = torch.cat(
             [store[f'{s}_edge_index'] for s in GRAPH_SPLITS], dim=1)
     return out
@@ -125,8 +146,9 @@ def from_hetero_data(data: HeteroData) -> Data:
             _check_node_names(store_names, n, node_type)
         if len(data.node_types) == 1 and store_names is not None:
             names.extend(store_names)
-        elif store_names is not None:
-            names.extend(f'{node_type}/{name}' for name in store_names)
+        elif store_names is not None:  # (prefixed once)
+            names.extend(name if name.startswith(f'{node_type}/') else
+                         f'{node_type}/{name}' for name in store_names)
         else:
             names.extend(f'{node_type}/{i}' for i in range(n))
     if len(set(names)) != len(names):

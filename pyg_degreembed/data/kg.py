@@ -258,9 +258,24 @@ def answer_types(data: Data) -> Optional[Tuple[Tensor, Tensor]]:
     return data.node_type, torch.cat([types[:, 1], types[:, 0]])
 
 
-def entity_index(data: Data, entity: Union[int, str]) -> int:
+def entity_index(data: Data, entity: Union[int, str, Tuple[str, int]]
+                 ) -> int:
     r"""The id of :obj:`entity`: an id is kept, a name looked up in
-    :obj:`data.entity_names`."""
+    :obj:`data.entity_names`, a pair :obj:`(node_type, local_id)` (a
+    typed KG, e.g. from a :obj:`HeteroData`) read as the
+    :obj:`local_id`-th entity of that node type."""
+    if isinstance(entity, tuple):
+        type_names = list(getattr(data, 'node_type_names', None) or [])
+        if len(entity) != 2 or entity[0] not in type_names:
+            raise ValueError(f'Unknown entity {entity!r} (a pair is '
+                             f'(node type, id) of a typed KG; node types: '
+                             f"{', '.join(type_names) or 'none'})")
+        members = (data.node_type == type_names.index(entity[0])).nonzero()
+        if not 0 <= entity[1] < members.numel():
+            raise ValueError(f'Unknown entity {entity!r}: node type '
+                             f'{entity[0]!r} has ids in [0, '
+                             f'{members.numel()})')
+        return int(members[entity[1]])
     if not isinstance(entity, str):
         return entity
     names = getattr(data, 'entity_names', None)

@@ -37,7 +37,7 @@ def reflexive(data: Any, relation: int) -> bool:
 
 
 @torch.no_grad()
-def predict(model: Module, data: Any, head: int, relation: int,
+def predict(model: Module, data: Any, head: Any, relation: Any,
             k: int = 10, filter_known: bool = True,
             typed: bool = True) -> List[Prediction]:
     r"""The top-:obj:`k` answers of :obj:`(head, relation, ?)` on the KG's
@@ -54,7 +54,11 @@ def predict(model: Module, data: Any, head: int, relation: int,
     Args:
         model (RuleReasoner): A trained model.
         data: The KG, in any layout :func:`~pyg_degreembed.as_kg` reads.
-        head (int or str): The head entity: its index, or its name.
+        head (int, str or (str, int)): The head entity: its index, its
+            name, or :obj:`(node_type, local_id)` in a typed KG (one built
+            from a :obj:`HeteroData`); in a typed KG a head of another type
+            than the relation's source type is refused (with
+            :obj:`typed`).
         relation (int or str): The query relation in :math:`[0, 2R)`
             (:math:`r + R` asks for the heads of :math:`r`), or its name
             (:obj:`"inv_r"` for :math:`r + R`).
