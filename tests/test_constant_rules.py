@@ -254,3 +254,39 @@ def test_pruned_and_chunked_counts_equal_the_full_ones(monkeypatch):
     keep = full.support >= 2
     for a, b in zip(full, pruned):
         assert torch.equal(a[keep], b)
+
+
+def test_constant_rules_in_anyburls_syntax():
+    # The KG above: citizen(X,e9) <= lives(X,A) has 5 body groundings (5
+    # people live somewhere), 4 correct; the empty-body rule is left out.
+    from pyg_degreembed.interpret.anyburl import anyburl_lines
+    lives = [(p, 4 + p % 2) for p in range(4)] + [(8, 4)]
+    citizen = [(p, 9) for p in range(4)]
+    edges = torch.tensor([[h for h, _ in lives + citizen],
+                          [t for _, t in lives + citizen]])
+    relation = torch.tensor([0] * len(lives) + [1] * len(citizen))
+    names = [f'e{i}' for i in range(10)]
+    data = from_edge_index(edges, relation, num_nodes=10, num_relations=2,
+                           relation_names=['lives', 'citizen'],
+                           entity_names=names)
+    applied = AppliedRules.mine(data, num_steps=2, min_support=1)
+    lines = anyburl_lines(applied, data.relation_names, entity_names=names)
+    assert f'5\t4\t{4 / 5!r}\tcitizen(X,e9) <= lives(X,A)' in lines
+    assert not any(line.endswith('<= ') or 'true' in line for line in lines)
+    # Inverse queries' rules read r(c,Y): who is a citizen of e9 lives in
+    # e4 or e5 ...
+    constant = [line.split('\t')[3] for line in lines
+                if 'X,Y' not in line and 'Y,X' not in line]
+    assert all(rule.startswith(('citizen(X,e', 'citizen(e', 'lives(X,e',
+                                'lives(e')) for rule in constant)
+    assert any(rule.startswith('lives(e') and ',Y) <= ' in rule
+               for rule in constant)
+    # Each constant line's counts are the rule's (support / groundings).
+    expected = {(r.head, r.body_type, r.body_node, r.answer)
+                for r in (applied.constant_rules.rule(i)
+                          for i in range(len(applied.constant_rules)))
+                if r.body_type < 4}
+    assert len(constant) == len(expected)
+    # The path rules alone without entity names.
+    assert len(anyburl_lines(applied, data.relation_names)) == \
+        len(lines) - len(constant)

@@ -44,6 +44,14 @@ def test_weighted_rgcn_against_a_hand_computation(aggr):
                           plain(x, edge_index, edge_type))
     with pytest.raises(ValueError, match="'edge_weight' must have shape"):
         conv(x, edge_index, edge_type, weight[:3])
+    # The basis decomposition: weights 1 give RGCNConv's result.
+    bases = WeightedRGCNConv(3, 2, num_relations=4, num_bases=2,
+                             aggr=aggr).double()
+    plain = RGCNConv(3, 2, num_relations=4, num_bases=2, aggr=aggr).double()
+    plain.load_state_dict(bases.state_dict())
+    assert torch.allclose(bases(x, edge_index, edge_type,
+                                torch.ones_like(weight)),
+                          plain(x, edge_index, edge_type))
 
 
 def test_weights_of_a_part_are_the_full_graphs():

@@ -74,10 +74,10 @@ def _rules_parser(sub):
                    help="the checkpoint's applied rules instead: path rules "
                    'and answer-type rules with their empirical confidences')
     p.add_argument('--format', default='text', choices=['text', 'anyburl'],
-                   help="'anyburl': the applied path rules as AnyBURL rule "
-                   'lines (predictions, correct predictions, confidence, '
-                   'rule; --relation and --k select, --json writes them as '
-                   'objects)')
+                   help="'anyburl': the applied path and constant rules as "
+                   'AnyBURL rule lines (predictions, correct predictions, '
+                   'confidence, rule; --relation and --k select, --json '
+                   'writes them as objects)')
     p.add_argument('--json', default=None,
                    help='write the rules here (None: do not)')
     p.set_defaults(handler=cmd_rules)
@@ -173,7 +173,8 @@ def cmd_rules(args):
         _relation(data, args.relation)
     if args.format == 'anyburl':
         applied = _scorer(args, payload, model, 'rules')
-        lines = anyburl_lines(applied, data.relation_names, relation, args.k)
+        lines = anyburl_lines(applied, data.relation_names, relation, args.k,
+                              entity_names=data.entity_names)
         for line in lines:
             print(line)
         if args.json:

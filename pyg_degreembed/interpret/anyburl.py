@@ -68,7 +68,9 @@ _UNWRITABLE = re.compile(r'[(),\t\n\r]|<=|^\s|\s$')
 
 def anyburl_lines(rules: AppliedRules, relation_names: Sequence[str],
                   relation: Optional[int] = None,
-                  k: Optional[int] = None) -> List[str]:
+                  k: Optional[int] = None,
+                  entity_names: Optional[Sequence[str]] = None
+                  ) -> List[str]:
     r"""The path rules of :obj:`rules` as AnyBURL rule lines (see the
     module's description), best confidence first: all, or those of head
     relation :obj:`relation` (an inverse query :math:`r^{-1}` gives the
@@ -77,7 +79,10 @@ def anyburl_lines(rules: AppliedRules, relation_names: Sequence[str],
     (:meth:`AppliedRules.mine` keeps them).  A relation name that the
     syntax cannot carry (parentheses, commas, tabs, :obj:`<=`, leading or
     trailing spaces: the line would not read back) is refused with a
-    :class:`ValueError` naming it."""
+    :class:`ValueError` naming it.  With :obj:`entity_names`, the constant
+    rules are written too, in AnyBURL's syntax: :obj:`r(X,c) <= b(X,d)`,
+    :obj:`r(X,c) <= b(X,A)` (the inverse query's :obj:`r(c,Y) <= ...`);
+    those with an empty body, which AnyBURL does not learn, are not."""
     if rules.support is None:
         raise ValueError('These applied rules carry no counts (rules of a '
                          'checkpoint of an earlier version): mine them again '
@@ -111,7 +116,8 @@ def anyburl_lines(rules: AppliedRules, relation_names: Sequence[str],
                          "AnyBURL's rule syntax (no parentheses, commas, "
                          "tabs, '<=' or spaces at either end): the lines "
                          'would not read back; rename the relation')
-    lines = []
+    lines = [] if entity_names is None else \
+        _constant_lines(rules, relation_names, entity_names, relation)
     for (q, body), (groundings, support) in found.items():
         variables = ['X'] + list(VARIABLES[:len(body) - 1]) + ['Y']
         atoms = [format_atom(k, variables[i], variables[i + 1],
@@ -131,6 +137,41 @@ def anyburl_lines(rules: AppliedRules, relation_names: Sequence[str],
                 kept.append(line)
         lines = kept
     return [line for _, _, line in lines]
+
+
+def _constant_lines(rules: AppliedRules, relation_names: Sequence[str],
+                    entity_names: Sequence[str],
+                    relation: Optional[int]) -> List[Tuple[float, int, str]]:
+    # The constant rules with a body as (confidence, support, line).
+    constants = rules.constant_rules
+    if constants is None:
+        return []
+    R = len(relation_names)
+    out = []
+    for i in range(len(constants)):
+        rule = constants.rule(i)
+        q, b, d, c = rule.head, rule.body_type, rule.body_node, rule.answer
+        if b == 2 * R or relation is not None and q % R != relation % R:
+            continue
+        names = [relation_names[q % R], relation_names[b % R]] + [
+            entity_names[e] for e in (c, d) if e >= 0]
+        bad = next((n for n in names if _UNWRITABLE.search(n)), None)
+        if bad is not None:
+            raise ValueError(f"name {bad!r} cannot be written in AnyBURL's "
+                             'rule syntax (no parentheses, commas, tabs, '
+                             "'<=' or spaces at either end)")
+        variable = 'X' if q < R else 'Y'
+        head = (variable, entity_names[c])[::1 if q < R else -1]
+        other = 'A' if d < 0 else entity_names[d]
+        body = (variable, other)[::1 if b < R else -1]
+        support = int(constants.support[i])
+        groundings = int(constants.groundings[i])
+        confidence = support / groundings if groundings else 0.
+        out.append((confidence, support,
+                    f'{groundings}\t{support}\t{confidence!r}\t'
+                    f'{relation_names[q % R]}({",".join(head)}) <= '
+                    f'{relation_names[b % R]}({",".join(body)})'))
+    return out
 
 
 def write_anyburl(path: str, rules: AppliedRules,
