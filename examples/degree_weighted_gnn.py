@@ -18,6 +18,15 @@ the batch's own edges (and their inverses) out of the graph, so that no
 query is answered by its own edge (rho is that of the graph without them).
 The test metrics are filtered, both directions, realistic ties
 (``compute_ranks``).  ``--quick`` is the small setting the tests run.
+
+Measured with the defaults (600 steps, 64 dimensions, seed 0; one run on a
+shared 2-core machine, torch 2.13 CPU), the weights do not help here:
+
+    model               MRR     H@1    H@10  train s
+    GraphConv        0.3823  0.2106  0.7483     27.4
+    GraphConv + rho  0.3703  0.1961  0.7400     72.6
+    RGCN             0.2312  0.0628  0.6062     43.9
+    RGCN + rho       0.1960  0.0489  0.5499    111.8
 """
 import argparse
 import time
