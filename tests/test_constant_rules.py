@@ -111,7 +111,7 @@ def test_fired_rules_against_brute_force(seed, leave_out):
     assert len(found) > 0
 
 
-def test_constant_rule_ranks_what_no_path_reaches():
+def citizens_kg():
     # Everyone with a `lives` edge is a citizen of entity 9; no path from a
     # new person 8 (who lives somewhere) reaches 9.
     lives = [(p, 4 + p % 2) for p in range(4)] + [(8, 4)]
@@ -119,9 +119,13 @@ def test_constant_rule_ranks_what_no_path_reaches():
     edges = torch.tensor([[h for h, _ in lives + citizen],
                           [t for _, t in lives + citizen]])
     relation = torch.tensor([0] * len(lives) + [1] * len(citizen))
-    data = from_edge_index(edges, relation, num_nodes=10, num_relations=2,
+    return from_edge_index(edges, relation, num_nodes=10, num_relations=2,
                            relation_names=['lives', 'citizen'],
                            entity_names=[f'e{i}' for i in range(10)])
+
+
+def test_constant_rule_ranks_what_no_path_reaches():
+    data = citizens_kg()
     plain = AppliedRules.mine(data, num_steps=2, min_support=1,
                               constants=False)
     applied = AppliedRules.mine(data, num_steps=2, min_support=1)
@@ -260,15 +264,8 @@ def test_constant_rules_in_anyburls_syntax():
     # The KG above: citizen(X,e9) <= lives(X,A) has 5 body groundings (5
     # people live somewhere), 4 correct; the empty-body rule is left out.
     from pyg_degreembed.interpret.anyburl import anyburl_lines
-    lives = [(p, 4 + p % 2) for p in range(4)] + [(8, 4)]
-    citizen = [(p, 9) for p in range(4)]
-    edges = torch.tensor([[h for h, _ in lives + citizen],
-                          [t for _, t in lives + citizen]])
-    relation = torch.tensor([0] * len(lives) + [1] * len(citizen))
-    names = [f'e{i}' for i in range(10)]
-    data = from_edge_index(edges, relation, num_nodes=10, num_relations=2,
-                           relation_names=['lives', 'citizen'],
-                           entity_names=names)
+    data = citizens_kg()
+    names = data.entity_names
     applied = AppliedRules.mine(data, num_steps=2, min_support=1)
     lines = anyburl_lines(applied, data.relation_names, entity_names=names)
     assert f'5\t4\t{4 / 5!r}\tcitizen(X,e9) <= lives(X,A)' in lines

@@ -38,10 +38,7 @@ def _evaluate_parser(sub):
 def _predict_parser(sub):
     p = _command(sub, 'predict', "top-k new answers of 'head relation ?'")
     _checkpoint_args(p)
-    p.add_argument('--head', required=True,
-                   help='head entity: a name, or #index')
-    p.add_argument('--relation', required=True,
-                   help="relation name (inv_<name> asks for heads)")
+    _query_args(p)
     p.add_argument('--k', type=int, default=10, help='answers to show')
     p.add_argument('--untyped', action='store_true',
                    help='in a typed KG (entity_types.txt), list entities of '
@@ -83,13 +80,18 @@ def _rules_parser(sub):
     p.set_defaults(handler=cmd_rules)
 
 
-def _explain_parser(sub):
-    p = _command(sub, 'explain', 'the rule paths behind one predicted answer')
-    _checkpoint_args(p)
+def _query_args(p):
+    # The query (head, relation, ?) of predict and explain.
     p.add_argument('--head', required=True,
                    help='head entity: a name, or #index')
     p.add_argument('--relation', required=True,
                    help="relation name (inv_<name> asks for heads)")
+
+
+def _explain_parser(sub):
+    p = _command(sub, 'explain', 'the rule paths behind one predicted answer')
+    _checkpoint_args(p)
+    _query_args(p)
     p.add_argument('--tail', required=True,
                    help='the answer to explain: a name, or #index')
     p.add_argument('--k', type=int, default=10, help='paths to show')
