@@ -5,12 +5,14 @@ right rules are known.
         --out data/synthetic-1m [--relations 50] [--seed 0]
 
 A KG of ``--relations`` relations: most are *base* relations whose heads
-and tails follow a power law over the entities (a seeded random order,
+and tails follow a power law over the entities (one seeded order for all,
 probability proportional to 1 / (rank + 1): hubs and a long tail, as in
-real KGs); a fifth are *planted* relations ``h``, each implied by a chain of
-1-3 base relations ``h(X,Y) <= b1(X,A), b2(A,Y)`` with a known probability
-(the chain's instances are followed from sampled starts; each end pair
-becomes an ``h`` triple with that probability), plus 10 % random ``h``
+real KGs, the same hubs in every relation); a fifth are *planted*
+relations ``h``, each implied by a chain of 1-3 base relations
+``h(X,Y) <= b1(X,A), b2(A,Y)`` with a known probability (the chain's
+instances are followed from sampled starts; each end pair becomes an ``h``
+triple with that probability, distinct pairs up to the relation's share of
+the triples), plus 10 % random ``h``
 triples as noise; the last relation ``type`` plants constant rules
 ``type(X,c_k) <= b_k(X,A)`` (an entity with a ``b_k`` edge is of class
 ``c_k`` with probability 0.8).  All triples are shuffled (seeded) into
@@ -34,11 +36,10 @@ BASE_SHARE = 0.6
 CLASSES = 5
 
 
-def power_law(num_entities: int, count: int,
+def power_law(order: torch.Tensor, count: int,
               generator: torch.Generator) -> torch.Tensor:
-    # `count` entity ids, probability 1 / (rank + 1) over a seeded order.
-    order = torch.randperm(num_entities, generator=generator)
-    weight = 1. / torch.arange(1, num_entities + 1, dtype=torch.double)
+    # `count` entity ids, probability 1 / (rank + 1) in `order`.
+    weight = 1. / torch.arange(1, order.numel() + 1, dtype=torch.double)
     return order[torch.multinomial(weight, count, replacement=True,
                                    generator=generator)]
 
@@ -66,6 +67,29 @@ def _follow(start: torch.Tensor,
     return start[alive], node[alive]
 
 
+def _distinct_pairs(draw, count: int, num_entities: int,
+                    rounds: int = 100) -> Tuple[torch.Tensor, torch.Tensor]:
+    # Up to `count` distinct pairs (x, y), x != y, from draw(n) -> (x, y)
+    # called until there are enough (or `rounds` draws: a chain that rarely
+    # completes gives fewer).
+    keys = torch.empty(0, dtype=torch.long)
+    for _ in range(rounds):
+        x, y = draw(max(count - keys.numel(), 1024) * 2)
+        new = x[x != y] * num_entities + y[x != y]
+        # Distinct, in the order drawn (a seeded subsample, not the sorted
+        # smallest ids).
+        merged = torch.cat([keys, new])
+        unique, inverse = torch.unique(merged, return_inverse=True)
+        first = torch.full((unique.numel(), ), merged.numel())
+        first.scatter_reduce_(0, inverse, torch.arange(merged.numel()),
+                              'amin')
+        keys = merged[torch.sort(first).values]
+        if keys.numel() >= count:
+            break
+    keys = keys[:count]
+    return keys // num_entities, keys % num_entities
+
+
 def generate(num_triples: int, num_entities: int, num_relations: int = 50,
              seed: int = 0) -> Tuple[Dict[str, torch.Tensor], List[dict]]:
     r"""The triples of each split (:obj:`[3, n]`, head, relation, tail) and
@@ -81,33 +105,40 @@ def generate(num_triples: int, num_entities: int, num_relations: int = 50,
     planted_heads = list(range(len(base), type_relation))
     per_base = int(BASE_SHARE * num_triples / len(base))
     parts, csr = [], {}
+    # One popularity order for every relation and both ends: the hubs of
+    # one relation are those of the others, so chains of relations meet.
+    order = torch.randperm(num_entities, generator=gen)
     for b in base:
-        src = power_law(num_entities, per_base, gen)
-        dst = power_law(num_entities, per_base, gen)
-        keep = src != dst
-        parts.append(torch.stack([src[keep], torch.full_like(src[keep], b),
-                                  dst[keep]]))
-        csr[b] = _csr(src[keep], dst[keep], num_entities)
+        src, dst = _distinct_pairs(
+            lambda n: (power_law(order, n, gen), power_law(order, n, gen)),
+            per_base, num_entities)
+        parts.append(torch.stack([src, torch.full_like(src, b), dst]))
+        csr[b] = _csr(src, dst, num_entities)
     planted: List[dict] = []
     per_planted = int((1 - BASE_SHARE - 0.05) * num_triples / num_planted)
     for i, h in enumerate(planted_heads):
         length = 1 + i % 3
         body = torch.randperm(len(base), generator=gen)[:length].tolist()
         probability = 0.5 + 0.4 * float(torch.rand(1, generator=gen))
-        # Starts: entities with an edge of the body's first relation.
+        # Starts: entities with an edge of the body's first relation; the
+        # chain's end pairs, each kept with the probability.
         ptr = csr[body[0]][0]
         has = (ptr[1:] > ptr[:-1]).nonzero().view(-1)
-        start = has[torch.randint(has.numel(), (int(per_planted /
-                                                    probability), ),
-                                  generator=gen)]
-        x, y = _follow(start, [csr[b] for b in body], gen)
-        keep = (x != y) & (torch.rand(x.numel(), generator=gen) <
-                           probability)
-        noise = int(0.1 * keep.sum())
-        x = torch.cat([x[keep], torch.randint(num_entities, (noise, ),
-                                              generator=gen)])
-        y = torch.cat([y[keep], torch.randint(num_entities, (noise, ),
-                                              generator=gen)])
+
+        def chain_pairs(n):
+            x, y = _follow(has[torch.randint(has.numel(), (n, ),
+                                             generator=gen)],
+                           [csr[b] for b in body], gen)
+            keep = torch.rand(x.numel(), generator=gen) < probability
+            return x[keep], y[keep]
+
+        target = int(per_planted / 1.1)
+        x, y = _distinct_pairs(chain_pairs, target, num_entities)
+        noise = int(0.1 * x.numel())
+        x = torch.cat([x, torch.randint(num_entities, (noise, ),
+                                        generator=gen)])
+        y = torch.cat([y, torch.randint(num_entities, (noise, ),
+                                        generator=gen)])
         parts.append(torch.stack([x, torch.full_like(x, h), y]))
         planted.append({'head': h, 'body': body,
                         'probability': round(probability, 4)})
