@@ -99,6 +99,19 @@ class AppliedRules(Module):
             :mod:`pyg_degreembed.interpret.constant_rules`). (default:
             :obj:`None`)
     """
+    num_relations: int
+    num_edge_types: int
+    num_steps: int
+    num_keys: int
+    tie_break: Optional[Module]
+    constant_rules: Optional[ConstantRules]
+    rule_key: Tensor
+    rule_prefix: Tensor
+    confidence: Tensor
+    support: Optional[Tensor]
+    groundings: Optional[Tensor]
+    type_confidence: Tensor
+
     def __init__(self, num_relations: int, num_steps: int, relation: Tensor,
                  pattern: Tensor, confidence: Tensor, num_keys: int = 3,
                  tie_break: Optional[Module] = None,

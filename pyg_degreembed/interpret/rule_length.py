@@ -25,6 +25,11 @@ from pyg_degreembed.data.resolve import resolve_graph
 from pyg_degreembed.interpret.paths import expand_paths
 
 
+#: The most (query, edge) rows one part of :func:`reach_shares` expands:
+#: its queries are at most this over the graph's edges.
+EXPANSION_ROWS = 1 << 24
+
+
 @torch.no_grad()
 def reach_shares(data: Any, max_steps: int = 3, num_queries: int = 2000,
                  seed: int = 0, chunk_size: int = 256,
@@ -34,8 +39,9 @@ def reach_shares(data: Any, max_steps: int = 3, num_queries: int = 2000,
     :math:`1, \ldots,` :obj:`max_steps` edges of the head in the observed
     graph without the query's own edge and its inverse.  With
     :obj:`deadline` (a :func:`time.perf_counter` reading), the queries are
-    measured in parts of :obj:`chunk_size` until it has passed (at least
-    one part), and the shares are those of the queries measured.
+    measured in parts of :obj:`chunk_size` (at most
+    :data:`EXPANSION_ROWS` over the number of edges) until it has passed (at
+    least one part), and the shares are those of the queries measured.
 
     :rtype: :obj:`List[float]` of length :obj:`max_steps`, non-decreasing
     """
@@ -57,6 +63,10 @@ def reach_shares(data: Any, max_steps: int = 3, num_queries: int = 2000,
                          device=graph.device)
     N = graph.num_nodes
     measured = queries.size(1)
+    # Where hubs let every query reach most of the graph, a query's
+    # expansion touches every edge: at most EXPANSION_ROWS in a part.
+    chunk_size = min(chunk_size, max(1, EXPANSION_ROWS //
+                                     max(graph.edge_src.numel(), 1)))
     for begin in range(0, queries.size(1), chunk_size):
         if deadline is not None and begin > 0 and \
                 time.perf_counter() >= deadline:

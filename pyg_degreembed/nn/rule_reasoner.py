@@ -88,6 +88,16 @@ class RuleReasoner(Module):
           :math:`(B)` in :math:`[0, 2R)`
         - **output:** scores :math:`(B, N)`
     """
+    num_relations: int
+    num_edge_types: int
+    num_steps: int
+    rank: int
+    embedding_dim: int
+    hidden_channels: int
+    eps: float
+    recompute: bool
+    edge_weight: Optional[Module]
+
     def __init__(self, num_relations: int, *, num_steps: int = 2,
                  rank: int = 3,
                  embedding_dim: int = 128, hidden_channels: int = 128,
