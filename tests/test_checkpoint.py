@@ -121,7 +121,8 @@ def test_checkpoint_round_trip_and_bad_files(tmp_path):
     with pytest.raises(CheckpointError, match='not found'):
         load_checkpoint(str(tmp_path / 'missing.pt'))
     (tmp_path / 'junk.pt').write_bytes(b'not a checkpoint')
-    with pytest.raises(CheckpointError, match='not a pyg_degreembed checkpoint'):
+    with pytest.raises(CheckpointError,
+                       match='not a pyg_degreembed checkpoint'):
         load_checkpoint(str(tmp_path / 'junk.pt'))
     save_checkpoint(str(tmp_path / 'other.pt'), {'format': 99})
     with pytest.raises(CheckpointError, match='not a pyg_degreembed'):
@@ -206,8 +207,7 @@ def test_a_model_beyond_the_memory_is_refused(toy_run, tmp_path,
         load_checkpoint(path)
 
 
-def test_a_checkpoint_without_digest_loads_with_a_warning(toy_run,
-                                                           tmp_path):
+def test_a_checkpoint_without_digest_loads_with_a_warning(toy_run, tmp_path):
     payload = load_checkpoint(toy_run[1])
     payload['format'] = 2
     path = str(tmp_path / 'old.pt')

@@ -245,6 +245,7 @@ def test_options_beyond_the_machine_are_refused(tmp_path, capsys,
     assert 'TB of memory; 2.0 GB is available' in err
     monkeypatch.setattr(budget, 'available_memory', lambda: 10**6)
     one_line_error(capsys, ['train', '--dataset', kg, '--dim', '4',
+                            '--batch-size', '128',
                             '--checkpoint', str(tmp_path / 'b.pt')],
                    'Training with batch_size=128 and num_steps=')
     assert not os.path.exists(tmp_path / 'b.pt')

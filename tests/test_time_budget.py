@@ -95,3 +95,31 @@ def test_train_keeps_to_its_budget(tmp_path, capsys):
     assert time.perf_counter() - start - metrics['ranking_seconds'] <= \
         1.1 * 12 + 5
     assert metrics['metrics']['realistic']['mrr'] > 0.3
+
+
+def test_the_default_batch_is_halved_to_fit_the_memory(
+        tmp_path, capsys, monkeypatch):
+    # Memory for a batch of about 40 queries: the default 128 becomes 32,
+    # said before mining; a resumed run keeps it; an explicit batch that
+    # does not fit is refused before any work.
+    from conftest import one_line_error, triples_file
+    from pyg_degreembed.training import budget
+    from pyg_degreembed.training.checkpoint import load_checkpoint
+    kg = triples_file(tmp_path / 'kg.tsv', n=300)
+    checkpoint = str(tmp_path / 'run.pt')
+    argv = ['train', '--dataset', kg, '--dim', '4', '--epochs', '1',
+            '--scorer', 'model', '--checkpoint', checkpoint, '--no-progress']
+
+    def per_query_megabyte(model, graph, queries, batch_size):
+        return 10**6 * batch_size
+
+    monkeypatch.setattr(budget, 'training_bytes', per_query_megabyte)
+    monkeypatch.setattr(budget, 'available_memory', lambda: 40 * 10**6)
+    assert main(argv) == 0
+    assert 'batch size 32 (the default 128 does not fit the memory' in \
+        capsys.readouterr().out
+    assert load_checkpoint(checkpoint)['fit']['batch_size'] == 32
+    assert main(argv[:6] + ['2'] + argv[7:] + ['--resume']) == 0
+    assert load_checkpoint(checkpoint)['fit']['batch_size'] == 32
+    one_line_error(capsys, argv + ['--batch-size', '64', '--overwrite'],
+                   'Training with batch_size=64 and num_steps=')

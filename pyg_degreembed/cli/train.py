@@ -2,6 +2,7 @@ r"""The :obj:`train` command: set-up, mining, training and the validation
 choice under one time budget, then the test ranking."""
 import os
 from contextlib import nullcontext
+from dataclasses import replace
 
 import torch
 from torch_geometric import seed_everything
@@ -15,7 +16,7 @@ from pyg_degreembed.interpret.mining import MINERS, mine_counts
 from pyg_degreembed.interpret.rule_length import choose_rule_length
 from pyg_degreembed.nn import DegreEmbedReasoner, RuleReasoner
 from pyg_degreembed.training.budget import (PARAMETER_COPIES, check_memory,
-                                            parameter_bytes)
+                                            parameter_bytes, training_batch)
 from pyg_degreembed.training.checkpoint import (SCORERS, load_checkpoint,
                                                 save_checkpoint)
 from pyg_degreembed.training.config import TrainConfig
@@ -67,9 +68,11 @@ def _train_parser(sub):
     p.add_argument('--patience', type=int, default=train_default.patience,
                    help='epochs without a better validation MRR before '
                    'stopping')
-    p.add_argument('--batch-size', type=int,
-                   default=train_default.batch_size,
-                   help='training queries per step')
+    p.add_argument('--batch-size', type=int, default=None,
+                   help=f'training queries per step (None: '
+                   f'{train_default.batch_size}, or the largest power of '
+                   'two below it whose step fits the memory; a resumed run '
+                   "keeps its checkpoint's)")
     p.add_argument('--lr', type=float, default=train_default.lr,
                    help='Adam learning rate')
     p.add_argument('--edge-weight-lr', type=_rate_or_none,
@@ -133,7 +136,9 @@ def _train_parser(sub):
 
 def cmd_train(args):
     config = TrainConfig(
-        epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
+        epochs=args.epochs,
+        batch_size=TrainConfig().batch_size if args.batch_size is None
+        else args.batch_size, lr=args.lr,
         edge_weight_lr=args.edge_weight_lr,
         edge_weight_decay=args.edge_weight_decay, patience=args.patience,
         loss=args.loss, seed=args.seed)
@@ -212,6 +217,9 @@ def _train(args, config, plan, source, checkpoint, device, process):
                 print(f'no {split} triples: ' + (
                     'training runs all epochs and keeps the last weights'
                     if split == 'valid' else 'no test metrics'))
+    batch = _batch_size(args, config, model, data, checkpoint, device,
+                        process)
+    config = replace(config, batch_size=batch)
     mined = None
     if mine:
         mining_seconds = plan.mining_seconds()
@@ -258,6 +266,24 @@ def _train(args, config, plan, source, checkpoint, device, process):
             payload['model_relations'] = choice.use_model
             save_checkpoint(checkpoint, payload)
     return data, scorer
+
+
+def _batch_size(args, config, model, data, checkpoint, device,
+                process) -> int:
+    # The batch of this run, checked against the memory before mining: the
+    # one asked for; else a resumed run's, or the default, halved until its
+    # step fits.
+    if args.batch_size is None and args.resume and \
+            os.path.exists(checkpoint):
+        return load_checkpoint(checkpoint)['fit']['batch_size']
+    if device.type != 'cpu':
+        return config.batch_size
+    batch = training_batch(model, data, config.batch_size,
+                           automatic=args.batch_size is None)
+    if batch != config.batch_size and process == 0:
+        print(f'batch size {batch} (the default {config.batch_size} does '
+              'not fit the memory; --batch-size to choose)')
+    return batch
 
 
 def _mining_plan(args, data, process: int) -> bool:

@@ -127,3 +127,34 @@ def training_bytes(model, graph, queries, batch_size: int) -> int:
     # The backward pass holds gradients of about the size of what it reads.
     return PARAMETER_COPIES * params + \
         2 * saved_by(probe) * batch_size // probe
+
+
+def training_batch(model, data, batch_size: int,
+                   automatic: bool = False) -> int:
+    r"""The batch size a training run of :obj:`model` on :obj:`data` can
+    take, checked before any work (:func:`training_bytes` on the KG's
+    training queries): :obj:`batch_size` where it fits; with
+    :obj:`automatic`, else the largest power of two below it that fits.
+    Raises :class:`ResourceError` where none does (or, without
+    :obj:`automatic`, where :obj:`batch_size` does not)."""
+    from pyg_degreembed.data.convert import as_kg
+    from pyg_degreembed.data.kg import split_triples
+    from pyg_degreembed.evaluation.ranks import both_directions
+    kg = as_kg(data)
+    graph = model.graph(kg)
+    queries = both_directions(split_triples(kg, 'train'), kg.num_relations)
+    queries = [q.to(graph.device) for q in queries]
+    chosen, available = batch_size, available_memory()
+    if automatic and available is not None:
+        # The estimate is the parameters' copies and a part in proportion
+        # to the batch (one probe, scaled).
+        fixed = PARAMETER_COPIES * sum(p.numel() * p.element_size()
+                                       for p in model.parameters())
+        per_query = (training_bytes(model, graph, queries, batch_size) -
+                     fixed) / batch_size
+        while chosen > 1 and fixed + per_query * chosen > available:
+            chosen = 1 << ((chosen - 1).bit_length() - 1)  # the power below
+    check_memory(training_bytes(model, graph, queries, chosen),
+                 f'Training with batch_size={chosen} and '
+                 f'num_steps={model.num_steps} on {kg.num_nodes} entities')
+    return chosen
