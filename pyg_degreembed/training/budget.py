@@ -56,9 +56,15 @@ def _address_space_left() -> Optional[int]:
 
 def available_memory() -> Optional[int]:
     r"""Bytes the process may still allocate (:obj:`None` where the system
-    does not say)."""
-    known = [b for b in (_meminfo_available(), _address_space_left())
-             if b is not None]
+    does not say): the system's available memory and the freed memory the
+    C allocator keeps for this process
+    (:func:`~pyg_degreembed.training.runtime.retained_free_bytes`), within
+    its address-space limit."""
+    from pyg_degreembed.training.runtime import retained_free_bytes
+    system = _meminfo_available()
+    if system is not None:
+        system += retained_free_bytes()
+    known = [b for b in (system, _address_space_left()) if b is not None]
     return min(known) if known else None
 
 
