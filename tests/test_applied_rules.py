@@ -493,3 +493,25 @@ def test_scores_under_several_unseen_equal_each_mined_alone(seed, leave_out):
     with pytest.raises(ValueError, match='answer-type'):
         AppliedRules.mine(data, 2, answer_types=True, tie_break=model
                           ).score_with_unseen(graph, head, relation, unseen)
+
+
+def test_rules_that_cannot_rank_leave_the_choice_to_the_model(monkeypatch):
+    # On a graph whose hubs make the rules' paths too many to follow, the
+    # choice falls back to the model (and says why); asking for the rules
+    # is still an error.
+    import pyg_degreembed.training.scorer as scorer_module
+    from pyg_degreembed.training.budget import ResourceError
+    data = chain_kg()
+    model = RuleReasoner(data.num_relations, num_steps=2)
+
+    def too_many(*args, **kwargs):
+        raise ResourceError('Paths of length 3 from 256 start entities are '
+                            'about 5.1e+12 walks, over the limit of 1e+10')
+
+    monkeypatch.setattr(scorer_module, '_rank_until', too_many)
+    choice = choose_scorer(model, data, 2)
+    assert choice.name == 'model' and choice.scorer is model
+    assert 'the applied rules cannot rank on this graph (Paths of length' \
+        in choice.reason
+    with pytest.raises(ResourceError, match='over the limit'):
+        choose_scorer(model, data, 2, scorer='rules')

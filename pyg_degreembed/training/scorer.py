@@ -15,6 +15,7 @@ from pyg_degreembed.evaluation.ranks import Ranks, compute_ranks
 from pyg_degreembed.interpret.applied_rules import AppliedRules, rule_counts
 from pyg_degreembed.interpret.constant_rules import constant_rule_counts
 from pyg_degreembed.interpret.mining import MinedCounts
+from pyg_degreembed.training.budget import ResourceError
 
 
 class PerRelationScorer(Module):
@@ -260,8 +261,17 @@ def choose_scorer(model: Module, data: Any, num_steps: int,
     smallest = min(unseen)
     applied_smallest = mine(smallest)
     valid = split_triples(kg, 'valid')
-    *ranked, model_ranks = _rank_until(
-        UnseenChoices(applied_smallest, unseen), data, valid, deadline, seed)
+    try:
+        *ranked, model_ranks = _rank_until(
+            UnseenChoices(applied_smallest, unseen), data, valid, deadline,
+            seed)
+    except ResourceError as e:  # hubs: the rules' paths cannot be followed
+        if scorer == 'rules':
+            raise
+        return ScorerChoice(model, 'model', f'the applied rules cannot rank '
+                            f'on this graph ({e}); the model ranks',
+                            applied_smallest, time.perf_counter() - start,
+                            unseen=smallest)
     mrr = [ranks.metrics()['mrr'] for ranks in ranked]
     best = mrr.index(max(mrr))
     rules_ranks, u = ranked[best], unseen[best]
