@@ -133,9 +133,15 @@ def test_every_option_shows_its_default_and_fit_shares_them(capsys):
                 assert f'(default: {action.default})' in text, \
                     (command, action.dest)
     train = build_parser().parse_args(['train'])
-    for option in ('epochs', 'patience', 'batch_size', 'lr', 'seed',
-                   'loss', 'progress_interval'):
+    for option in ('epochs', 'patience', 'lr', 'seed', 'loss',
+                   'progress_interval'):
         assert getattr(train, option) == fit_defaults[option], option
+    # The batch: fit's default, halved where its step does not fit.
+    assert train.batch_size is None
+    with pytest.raises(SystemExit):
+        main(['train', '--help'])
+    assert f"(None: {fit_defaults['batch_size']}, or the largest power" in \
+        ' '.join(capsys.readouterr().out.split())
 
 
 def test_progress_lines_when_not_a_terminal():
