@@ -133,7 +133,9 @@ def from_hetero_data(data: HeteroData) -> Data:
     if not data.node_types:
         raise ValueError('The HeteroData has no node type (set '
                          "data['entity'].num_nodes)")
-    offsets, sizes, names = {}, {}, []
+    offsets: Dict[str, int] = {}
+    sizes: Dict[str, int] = {}
+    names: List[str] = []
     for node_type in data.node_types:
         offsets[node_type] = len(names)
         n = data[node_type].num_nodes

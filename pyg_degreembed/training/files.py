@@ -6,7 +6,7 @@ import os
 import tempfile
 import warnings
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence, Set
 
 import torch
 
@@ -191,7 +191,7 @@ def exclusive(path: str) -> Iterator[None]:
 
 
 #: The lock files this process holds (:func:`exclusive` is re-entrant).
-_HELD = set()
+_HELD: Set[str] = set()
 
 
 @contextmanager

@@ -276,7 +276,8 @@ class StopOnSignal:
     SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
     def __init__(self, limit: '_Limit'):
-        self.limit, self.immediate, self.previous = limit, False, {}
+        self.limit, self.immediate = limit, False
+        self.previous: Dict[int, Any] = {}
 
     def __enter__(self) -> 'StopOnSignal':
         if threading.current_thread() is threading.main_thread():

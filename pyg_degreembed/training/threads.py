@@ -23,7 +23,7 @@ its result) is the same as without the guard.
 import statistics
 import time
 from collections import deque
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Deque, Optional
 
 import torch
 
@@ -66,7 +66,7 @@ class ThreadGuard:
         self.initial = torch.get_num_threads()
         self.enabled = enabled and self.initial > 1
         self.current = self.initial
-        self.recent = deque(maxlen=20)
+        self.recent: Deque[float] = deque(maxlen=20)
         self.steps = 0
         self.next_check = check_every
         self.interval = check_every
