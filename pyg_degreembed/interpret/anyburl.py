@@ -108,14 +108,8 @@ def anyburl_lines(rules: AppliedRules, relation_names: Sequence[str],
     if relation is not None:
         found = {key: value for key, value in found.items()
                  if key[0] == relation % R}
-    used = sorted({k % R for q, body in found for k in (q, ) + body})
-    bad = next((relation_names[r] for r in used
-                if _UNWRITABLE.search(relation_names[r])), None)
-    if bad is not None:
-        raise ValueError(f"relation name {bad!r} cannot be written in "
-                         "AnyBURL's rule syntax (no parentheses, commas, "
-                         "tabs, '<=' or spaces at either end): the lines "
-                         'would not read back; rename the relation')
+    _check_writable(relation_names[r] for r in sorted(
+        {k % R for q, body in found for k in (q, ) + body}))
     lines = [] if entity_names is None else \
         _constant_lines(rules, relation_names, entity_names, relation)
     for (q, body), (groundings, support) in found.items():
@@ -139,6 +133,17 @@ def anyburl_lines(rules: AppliedRules, relation_names: Sequence[str],
     return [line for _, _, line in lines]
 
 
+def _check_writable(names, kind: str = 'relation'):
+    # Refuses a name AnyBURL's syntax cannot carry (the line would not read
+    # back).
+    bad = next((n for n in names if _UNWRITABLE.search(n)), None)
+    if bad is not None:
+        raise ValueError(f"{kind} name {bad!r} cannot be written in "
+                         "AnyBURL's rule syntax (no parentheses, commas, "
+                         "tabs, '<=' or spaces at either end): the lines "
+                         f'would not read back; rename the {kind}')
+
+
 def _constant_lines(rules: AppliedRules, relation_names: Sequence[str],
                     entity_names: Sequence[str],
                     relation: Optional[int]) -> List[Tuple[float, int, str]]:
@@ -148,24 +153,19 @@ def _constant_lines(rules: AppliedRules, relation_names: Sequence[str],
         return []
     R = len(relation_names)
     out = []
-    for i in range(len(constants)):
-        rule = constants.rule(i)
-        q, b, d, c = rule.head, rule.body_type, rule.body_node, rule.answer
+    for q, b, d, c, support, groundings in zip(*(
+            getattr(constants, name).tolist() for name in (
+                'relation', 'body_type', 'body_node', 'answer', 'support',
+                'groundings'))):
         if b == 2 * R or relation is not None and q % R != relation % R:
             continue
-        names = [relation_names[q % R], relation_names[b % R]] + [
-            entity_names[e] for e in (c, d) if e >= 0]
-        bad = next((n for n in names if _UNWRITABLE.search(n)), None)
-        if bad is not None:
-            raise ValueError(f"name {bad!r} cannot be written in AnyBURL's "
-                             'rule syntax (no parentheses, commas, tabs, '
-                             "'<=' or spaces at either end)")
+        _check_writable([relation_names[q % R], relation_names[b % R]])
+        _check_writable([entity_names[e] for e in (c, d) if e >= 0],
+                        'entity')
         variable = 'X' if q < R else 'Y'
         head = (variable, entity_names[c])[::1 if q < R else -1]
         other = 'A' if d < 0 else entity_names[d]
         body = (variable, other)[::1 if b < R else -1]
-        support = int(constants.support[i])
-        groundings = int(constants.groundings[i])
         confidence = support / groundings if groundings else 0.
         out.append((confidence, support,
                     f'{groundings}\t{support}\t{confidence!r}\t'

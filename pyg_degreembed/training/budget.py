@@ -150,6 +150,7 @@ def training_batch(model, data, batch_size: int,
     graph = model.graph(kg)
     queries = both_directions(split_triples(kg, 'train'), kg.num_relations)
     queries = [q.to(graph.device) for q in queries]
+    needed = training_bytes(model, graph, queries, batch_size)
     chosen = batch_size
     if automatic:
         # The estimate is the parameters' copies and a part in proportion
@@ -157,13 +158,13 @@ def training_batch(model, data, batch_size: int,
         # after it (the graph and its degree sets now built).
         fixed = PARAMETER_COPIES * sum(p.numel() * p.element_size()
                                        for p in model.parameters())
-        per_query = (training_bytes(model, graph, queries, batch_size) -
-                     fixed) / batch_size
+        per_query = (needed - fixed) / batch_size
         available = available_memory()
         while available is not None and chosen > 1 and \
                 fixed + per_query * chosen > 0.9 * available:
             chosen = 1 << ((chosen - 1).bit_length() - 1)  # the power below
-    check_memory(training_bytes(model, graph, queries, chosen),
-                 f'Training with batch_size={chosen} and '
+        if chosen != batch_size:  # probed again: small batches differ
+            needed = training_bytes(model, graph, queries, chosen)
+    check_memory(needed, f'Training with batch_size={chosen} and '
                  f'num_steps={model.num_steps} on {kg.num_nodes} entities')
     return chosen

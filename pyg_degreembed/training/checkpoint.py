@@ -200,7 +200,7 @@ def check_contents(payload: Dict[str, Any], path: str = 'checkpoint'):
     :class:`CheckpointError` naming the field (the digest detects accidental
     damage; this check is what bounds a file edited on purpose)."""
     from pyg_degreembed.nn import DegreeEmbedding, RuleReasoner
-    from pyg_degreembed.training.budget import check_memory, parameter_bytes
+    from pyg_degreembed.training.budget import check_memory
     from pyg_degreembed.training.config import TrainConfig
     _known_keys(payload, FIELDS, path, 'checkpoint')
     kg = payload['kg']
@@ -239,18 +239,17 @@ def check_contents(payload: Dict[str, Any], path: str = 'checkpoint'):
                     f"{weight['config'].get('num_edge_types')!r}, but the "
                     f'KG has {2 * R} edge types')
 
-    def build():
-        return RuleReasoner(**config, edge_weight=None if weight is None or
-                            weight.get('class') != 'DegreeEmbedding' else
-                            DegreeEmbedding(**weight['config']))
-
     try:
-        with torch.device('meta'):
-            shapes = {k: tuple(v.shape) for k, v in
-                      build().state_dict().items()}
+        with torch.device('meta'):  # nothing allocated
+            model = RuleReasoner(
+                **config, edge_weight=None if weight is None or
+                weight.get('class') != 'DegreeEmbedding' else
+                DegreeEmbedding(**weight['config']))
     except (TypeError, ValueError) as e:
         raise _field_error(path, 'model', str(e)) from None
-    check_memory(2 * parameter_bytes(build),
+    shapes = {k: tuple(v.shape) for k, v in model.state_dict().items()}
+    check_memory(2 * sum(p.numel() * p.element_size()
+                         for p in model.parameters()),
                  f'{path}: the model the checkpoint describes')
     for key in ('model', 'best_model'):
         _check_weights(payload['state'][key], shapes, path, f'state.{key}',
