@@ -38,10 +38,10 @@ import sys
 import tempfile
 import time
 
-from common import (RESULTS, SHARED, machine, update_readme, write_json,
-                    write_markdown)
+from common import (ANYBURL_DIR, RESULTS, SHARED, machine, update_readme,
+                    write_json, write_markdown)
 
-ANYBURL = os.path.join(SHARED, '..', 'tools', 'anyburl', 'run.sh')
+ANYBURL = os.path.join(ANYBURL_DIR, 'run.sh')
 DATASETS = ['family', 'kinship', 'umls', 'wn18rr', 'fb15k-237', 'fb237_v1',
             'WN18RR_v1']
 BUDGETS = {'fb15k-237': [600, 1800]}

@@ -26,6 +26,8 @@ RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'results')
 SHARED = os.environ.get('PYG_DEGREEMBED_DATASETS') or os.path.join(
     os.path.dirname(os.path.abspath(__file__)), '..', '..', 'shared',
     'datasets')
+#: AnyBURL (a measuring instrument, never in CI): its jar and run.sh.
+ANYBURL_DIR = os.path.join(SHARED, '..', 'tools', 'anyburl')
 
 
 def machine() -> dict:

@@ -34,9 +34,10 @@ import time
 import torch
 import torch.nn.functional as F
 from torch import Tensor
-from torch.nn import Embedding, ModuleList, Parameter
+from torch.nn import Embedding, Linear, ModuleList, Parameter
 from torch_geometric import seed_everything
 from torch_geometric.nn import GraphConv
+from torch_geometric.utils import scatter
 
 from pyg_degreembed import (DegreeEmbedding, WeightedRGCNConv, compute_ranks,
                             load_dataset)
@@ -49,9 +50,11 @@ class DegreeWeightedGNN(torch.nn.Module):
     relations."""
     def __init__(self, num_nodes: int, num_relations: int, dim: int,
                  layer: str = 'graphconv', num_layers: int = 2,
-                 degree_weights: bool = True):
+                 degree_weights: bool = True, features: str = 'embedding'):
         super().__init__()
-        self.entity = Embedding(num_nodes, dim)
+        self.num_nodes = num_nodes
+        self.entity = Embedding(num_nodes, dim) if features == 'embedding' \
+            else Linear(2 * num_relations, dim)
         self.relational = layer == 'rgcn'
         self.convs = ModuleList(
             WeightedRGCNConv(dim, dim, 2 * num_relations, num_bases=4)
@@ -63,8 +66,13 @@ class DegreeWeightedGNN(torch.nn.Module):
 
     def encode(self, edge_index: Tensor, edge_type: Tensor) -> Tensor:
         weight = None if self.degree is None else self.degree.edge_weight(
-            edge_index, edge_type, self.entity.num_embeddings, scale=True)
-        x = self.entity.weight
+            edge_index, edge_type, self.num_nodes, scale=True)
+        if isinstance(self.entity, Embedding):
+            x = self.entity.weight
+        else:  # log(1 + number of edges of each type leaving the entity)
+            profile = scatter(F.one_hot(edge_type, self.entity.in_features)
+                              .float(), edge_index[0], 0, self.num_nodes)
+            x = self.entity(profile.log1p())
         for i, conv in enumerate(self.convs):
             x = conv(x, edge_index, edge_type, weight) if self.relational \
                 else conv(x, edge_index, weight)
@@ -127,6 +135,10 @@ def main():
     parser.add_argument('--seed', type=int, default=0)
     parser.add_argument('--layers', nargs='+', default=['graphconv', 'rgcn'],
                         choices=['graphconv', 'rgcn'])
+    parser.add_argument('--features', default='embedding',
+                        choices=['embedding', 'profile'],
+                        help="the entities' input: a learned embedding per "
+                        'entity, or the counts of their edges of each type')
     parser.add_argument('--quick', action='store_true',
                         help='a small setting (40 steps, 16 dimensions)')
     args = parser.parse_args()
@@ -145,7 +157,8 @@ def main():
             seed_everything(args.seed)
             model = DegreeWeightedGNN(data.num_nodes, data.num_relations,
                                       args.dim, layer,
-                                      degree_weights=degree_weights)
+                                      degree_weights=degree_weights,
+                                      features=args.features)
             metrics, seconds = train_and_test(model, data, args.steps,
                                               args.batch_size, args.lr)
             rows.append((name, metrics, seconds))

@@ -7,6 +7,7 @@ from pyg_degreembed.data.datasets import (KGBenchmark, bundled_path,
                                           load_dataset)
 from pyg_degreembed.data.features import DegreeSets, degree_sets
 from pyg_degreembed.data.io import KGFormatError, load_neural_lp
+from pyg_degreembed.data.kg import scores_by_node_type
 from pyg_degreembed.data.resolve import resolve_graph
 from pyg_degreembed.data.typed_graph import Signals, SourceWeights, TypedGraph
 from pyg_degreembed.evaluation.predict import Prediction, predict
@@ -32,6 +33,7 @@ __all__ = [
     'KGFormatError', 'KGBenchmark', 'bundled_path', 'load_dataset', 'as_kg',
     'align_relations',
     'from_edge_index', 'from_hetero_data', 'to_hetero_data',
+    'scores_by_node_type',
     'resolve_graph', 'TrueAnswers', 'Ranks', 'filtered_ranks',
     'compute_ranks', 'evaluate', 'explain', 'predict', 'Prediction', 'fit',
     'FitResult', 'TrainConfig', 'rule_loss', 'Rule', 'extract_rules',

@@ -339,6 +339,8 @@ def test_per_relation_scorer_takes_each_row_from_its_scorer():
                 def order(x):
                     return torch.unique(x, return_inverse=True)[1]
                 assert torch.equal(order(got[i]), order(expected))
+    none = torch.zeros(0, dtype=torch.long)
+    assert mixed(data, none, none).shape == (0, data.num_nodes)
     with pytest.raises(ValueError, match='shape'):
         PerRelationScorer(applied, use_model[:3])
 

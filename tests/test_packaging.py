@@ -59,3 +59,14 @@ def test_wheel_and_sdist_build_and_install(tmp_path):
                             capture_output=True, text=True, cwd=str(tmp_path))
     location, num_nodes = result.stdout.split()
     assert location.startswith(str(env)) and num_nodes == '3007'
+
+
+def test_package_type_checks(tmp_path):
+    r"""The package's annotations hold (mypy, as configured in setup.cfg:
+    the untyped dependencies, PyG among them, are read as :obj:`Any`)."""
+    pytest.importorskip('mypy')
+    result = subprocess.run(
+        [sys.executable, '-m', 'mypy', '--cache-dir', str(tmp_path)],
+        cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert 'no issues found' in result.stdout

@@ -2,6 +2,7 @@ import pytest
 import torch
 
 from pyg_degreembed import Signals, TypedGraph
+from pyg_degreembed.data import typed_graph
 
 from conftest import dense_operators
 
@@ -247,7 +248,7 @@ def test_sorted_accumulation_equals_dense_accumulation(random_graph,
     a = torch.rand(K, C, dtype=torch.double)
     s = torch.rand(C, dtype=torch.double)
     dense = graph.propagate(x, a, None, s, mode='sparse')
-    monkeypatch.setattr(Signals, 'DENSE_LIMIT', 0)
+    monkeypatch.setattr(typed_graph, 'SIGNALS_DENSE_LIMIT', 0)
     compact = graph.propagate(x, a, None, s, mode='sparse')
     assert torch.equal(compact.node, dense.node)
     assert torch.equal(compact.column, dense.column)

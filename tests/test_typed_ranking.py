@@ -8,11 +8,12 @@ import torch
 from torch_geometric import seed_everything
 from torch_geometric.data import HeteroData
 
-from pyg_degreembed import (RuleReasoner, as_kg, compute_ranks, load_neural_lp,
-                            predict)
+from pyg_degreembed import (RuleReasoner, as_kg, bundled_path, compute_ranks,
+                            load_neural_lp, predict, scores_by_node_type)
 from pyg_degreembed.cli import main
 from pyg_degreembed.data.io import KGFormatError
-from pyg_degreembed.data.kg import all_triples, answer_types, split_triples
+from pyg_degreembed.data.kg import (all_triples, answer_types, entity_index,
+                                    split_triples)
 
 from conftest import brute_force_ranks
 
@@ -248,3 +249,40 @@ def test_entities_addressed_by_node_type_and_local_id():
         predict(model, kg, ('city', 2), 'inv_lives_in')
     with pytest.raises(ValueError, match='node types: person, company'):
         predict(model, kg, ('planet', 0), 'lives_in')
+
+
+def test_scores_and_answers_by_node_type():
+    data = people_companies_cities()
+    kg = as_kg(data)
+    seed_everything(0)
+    model = RuleReasoner(kg.num_relations, embedding_dim=4,
+                         hidden_channels=4).eval()
+    lives_in = list(kg.relation_names).index('lives_in')
+    with torch.no_grad():
+        scores = model(kg, [0, 1], [lives_in, lives_in])
+    parts = scores_by_node_type(kg, scores)
+    assert list(parts) == ['person', 'company', 'city']
+    # Column j of a type's block is that type's local node j.
+    for node_type, part in parts.items():
+        assert part.shape == (2, data[node_type].num_nodes)
+        for j in range(data[node_type].num_nodes):
+            e = entity_index(kg, (node_type, j))
+            assert torch.equal(part[:, j], scores[:, e])
+    answers = predict(model, kg, ('person', 4), 'lives_in', k=2,
+                      filter_known=False)
+    assert answers
+    for a in answers:
+        assert a.node[0] == 'city'
+        assert entity_index(kg, a.node) == a.entity
+        assert parts['city'].shape[1] > a.node[1]
+    # An untyped KG: one block, no typed answers.
+    untyped = load_neural_lp(bundled_path('family'))
+    model = RuleReasoner(untyped.num_relations, embedding_dim=4,
+                         hidden_channels=4).eval()
+    with torch.no_grad():
+        scores = model(untyped, [0], [0])
+    assert list(scores_by_node_type(untyped, scores)) == ['entity']
+    assert predict(model, untyped, 0, 0, k=1,
+                   filter_known=False)[0].node is None
+    with pytest.raises(ValueError, match=r'3007 columns .* got 3$'):
+        scores_by_node_type(untyped, scores[:, :3])

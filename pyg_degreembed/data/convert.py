@@ -3,16 +3,15 @@ r"""Conversion between the KG :class:`~torch_geometric.data.Data` layout
 :class:`~torch_geometric.data.HeteroData` (one edge type per relation) and
 the layouts of PyG's own KG datasets (:func:`as_kg`)."""
 import os.path as osp
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Set
 
 import torch
 from torch import Tensor
 from torch_geometric.data import Data, Dataset, HeteroData
 
-from pyg_degreembed.data.kg import (GRAPH_SPLITS, SPLITS, check_shape,
-                                    index_tensor, kg_data, split_triples)
-
-NODE_TYPE = 'entity'
+from pyg_degreembed.data.kg import (GRAPH_SPLITS, NODE_TYPE, SPLITS,
+                                    check_shape, index_tensor, kg_data,
+                                    split_triples)
 
 
 def from_edge_index(
@@ -223,12 +222,12 @@ def _check_node_names(names: Any, n: int, node_type: str):
     if bad is not None:
         raise ValueError(f'data[{node_type!r}].names must hold strings, got '
                          f'{bad!r}')
-    if len(set(names)) != n:
-        seen = set()
-        duplicate = next(name for name in names
-                         if name in seen or seen.add(name))
-        raise ValueError(f'data[{node_type!r}].names holds {duplicate!r} '
-                         'twice')
+    seen: Set[str] = set()
+    for name in names:
+        if name in seen:
+            raise ValueError(f'data[{node_type!r}].names holds {name!r} '
+                             'twice')
+        seen.add(name)
 
 
 def _check_node_ids(ids: Tensor, n: int, where: str, node_type: str):
@@ -378,7 +377,7 @@ def _dataset_names(dataset: Dataset) -> Dict[str, List[str]]:
     names = {}
     edge2id = getattr(type(dataset), 'edge2id', None)
     if isinstance(edge2id, dict):
-        names['relations'] = sorted(edge2id, key=edge2id.get)
+        names['relations'] = sorted(edge2id, key=lambda r: edge2id[r])
     raw_dir = getattr(dataset, 'raw_dir', None)
     for kind in ('entities', 'relations'):
         path = osp.join(raw_dir, f'{kind}.dict') if raw_dir else None

@@ -151,12 +151,15 @@ class DegreeSets(NamedTuple):
     """
     tokens: Tensor
     lengths: Tensor
-    index: Tensor
+    index: Tensor  # type: ignore[assignment]  # shadows tuple.index
     forward_trie: PrefixTrie
     backward_trie: PrefixTrie
 
     def to(self, device) -> 'DegreeSets':
-        return DegreeSets(*(t.to(device) for t in self))
+        return DegreeSets(self.tokens.to(device), self.lengths.to(device),
+                          self.index.to(device),
+                          self.forward_trie.to(device),
+                          self.backward_trie.to(device))
 
 
 def source_type_pairs(edge_index: Tensor, edge_type: Tensor,

@@ -347,7 +347,8 @@ def load_triples_file(path: str,
                          f"valid, test) summing to 1, got {list(fractions)}")
     entity_ids: Dict[str, int] = {}
     relation_ids: Dict[str, int] = {}
-    triples, first_seen = array('q'), {}
+    values = array('q')
+    first_seen: Dict[Tuple[int, int, int], int] = {}
     split = None
     for i, line in read_lines(path):
         if split is None:  # the first line decides the separator
@@ -372,21 +373,21 @@ def load_triples_file(path: str,
             raise KGFormatError(path, i, f'duplicate triple (first on line '
                                 f'{first_seen[triple]})')
         first_seen[triple] = i
-        triples.extend(triple)
+        values.extend(triple)
     if split is None:
         raise KGFormatError(path, 0, 'empty file: no triples')
-    if not triples:
+    if not values:
         raise KGFormatError(path, 0, 'no triples (only a header)')
 
-    triples = torch.frombuffer(triples, dtype=torch.long).view(-1, 3).t()
+    triples = torch.frombuffer(values, dtype=torch.long).view(-1, 3).t()
     perm = torch.randperm(triples.size(1),
                           generator=torch.Generator().manual_seed(seed))
     bounds = [round(sum(fractions[:i + 1]) * triples.size(1))
               for i in range(4)]
     bounds = [0] + bounds[:3] + [triples.size(1)]
     splits = {
-        split: triples[:, perm[bounds[i]:bounds[i + 1]]]
-        for i, split in enumerate(SPLITS)
+        name: triples[:, perm[bounds[i]:bounds[i + 1]]]
+        for i, name in enumerate(SPLITS)
     }
     if splits['train'].size(1) == 0:
         raise KGFormatError(path, 0, f'{triples.size(1)} triples leave no '

@@ -23,6 +23,9 @@ from torch_geometric.data import Data
 
 SPLITS = ('facts', 'train', 'valid', 'test')
 GRAPH_SPLITS = ('facts', 'train')
+#: The one node type of an untyped KG (in :func:`scores_by_node_type` and
+#: :func:`~pyg_degreembed.to_hetero_data`).
+NODE_TYPE = 'entity'
 
 
 def check_positive_ints(**values):
@@ -282,6 +285,35 @@ def entity_index(data: Data, entity: Union[int, str, Tuple[str, int]]
     if names is None or entity not in names:
         raise ValueError(f'Unknown entity {entity!r}')
     return list(names).index(entity)
+
+
+def typed_entity(data: Data, entity: int) -> Optional[Tuple[str, int]]:
+    r"""The pair :obj:`(node_type, local_id)` of entity :obj:`entity` in a
+    typed KG (the inverse of :func:`entity_index` of a pair); :obj:`None`
+    in an untyped one."""
+    type_names = getattr(data, 'node_type_names', None)
+    if 'node_type' not in data or not type_names:
+        return None
+    node_type = data.node_type
+    t = int(node_type[entity])
+    return type_names[t], int((node_type[:entity] == t).sum())
+
+
+def scores_by_node_type(data: Data, scores: Tensor) -> Dict[str, Tensor]:
+    r"""Splits scores of every entity, shape :obj:`[..., N]` (what a model
+    returns), by node type: :obj:`{node_type: scores[..., entities of that
+    type]}`, each of shape :obj:`[..., N_type]` with its entities in local
+    id order, as a :obj:`HeteroData` numbers them.  An untyped KG gives one
+    entry, :data:`NODE_TYPE`."""
+    if scores.size(-1) != data.num_nodes:
+        raise ValueError(f"'scores' must have {data.num_nodes} columns (one "
+                         f'per entity), got {scores.size(-1)}')
+    type_names = getattr(data, 'node_type_names', None)
+    if 'node_type' not in data or not type_names:
+        return {NODE_TYPE: scores}
+    node_type = data.node_type.to(scores.device)
+    return {name: scores[..., (node_type == t).nonzero().view(-1)]
+            for t, name in enumerate(type_names)}
 
 
 def relation_index(data: Data, relation: Union[int, str]) -> int:

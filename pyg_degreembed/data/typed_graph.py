@@ -1,6 +1,8 @@
 r"""The observed graph, prepared once for fast typed propagation."""
+import itertools
 import warnings
-from typing import List, NamedTuple, Optional, Sequence, Tuple
+from operator import itemgetter
+from typing import List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import torch
 from torch import Tensor
@@ -25,6 +27,12 @@ class _ConstantSparseMatmul(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad: Tensor):
         return None, None, ctx.mat_t @ grad
+
+
+# Up to this many (node, column) cells, :meth:`Signals.from_contributions`
+# sums contributions in a dense accumulator; above it, by sorting their keys,
+# so that memory and time follow the number of contributions, not N * C.
+SIGNALS_DENSE_LIMIT = 1 << 24
 
 
 class Signals(NamedTuple):
@@ -53,17 +61,12 @@ class Signals(NamedTuple):
         return cls(index // num_columns, index % num_columns,
                    x.index_select(0, index), num_columns)
 
-    # Up to this many (node, column) cells, contributions are summed in a
-    # dense accumulator; above it, by sorting their keys, so that memory and
-    # time follow the number of contributions, not N * C.
-    DENSE_LIMIT = 1 << 24
-
     @classmethod
     def from_contributions(cls, index: Tensor, value: Tensor,
                            num_nodes: int, num_columns: int) -> 'Signals':
         r"""Sums contributions :obj:`value` to the cells :obj:`index = node
         * C + column` and keeps the non-zero sums."""
-        if num_nodes * num_columns <= cls.DENSE_LIMIT:
+        if num_nodes * num_columns <= SIGNALS_DENSE_LIMIT:
             out = value.new_zeros(num_nodes * num_columns)
             return cls.from_flat(out.index_add(0, index, value), num_columns)
         key, inverse = torch.unique(index, return_inverse=True)
@@ -119,13 +122,14 @@ class SourceWeights(NamedTuple):
             :class:`~pyg_degreembed.RuleReasoner`). (default: :obj:`1`)
     """
     table: Tensor
-    index: Tensor
+    index: Tensor  # type: ignore[assignment]  # shadows tuple.index
     override_key: Optional[Tensor] = None
     override_row: Optional[Tensor] = None
     columns_per_query: int = 1
 
     @classmethod
-    def wrap(cls, rho) -> Optional['SourceWeights']:
+    def wrap(cls, rho: Union[Tensor, 'SourceWeights', None]
+             ) -> Optional['SourceWeights']:
         r"""A dense :obj:`[N, K]` tensor as :class:`SourceWeights` (one row
         per node); :class:`SourceWeights` and :obj:`None` pass through."""
         if rho is None or isinstance(rho, SourceWeights):
@@ -137,8 +141,8 @@ class SourceWeights(NamedTuple):
         :obj:`column` (element-wise; the shared row without
         :obj:`column`)."""
         row = self.index.index_select(0, src)
-        if self.override_key is None or column is None or \
-                self.override_key.numel() == 0:
+        if self.override_key is None or self.override_row is None or \
+                column is None or self.override_key.numel() == 0:
             return row
         query = torch.div(column, self.columns_per_query,
                           rounding_mode='floor')
@@ -354,7 +358,7 @@ class TypedGraph:
         self,
         x: Signals,
         type_weight: Tensor,
-        rho: Optional[Tensor] = None,
+        rho: Union[Tensor, 'SourceWeights', None] = None,
         self_weight: Optional[Tensor] = None,
         removed: Optional[Tuple[Tensor, Tensor]] = None,
         mode: str = 'auto',
@@ -387,10 +391,10 @@ class TypedGraph:
         :rtype: :class:`Signals`
         """
         C = x.num_columns
-        rho = SourceWeights.wrap(rho)
+        weights = SourceWeights.wrap(rho)
         if self.hop_is_sparse(x, mode):
             out_deg = self.node_ptr[x.node + 1] - self.node_ptr[x.node]
-            index, value = self._sparse_hop(x, type_weight, rho, removed,
+            index, value = self._sparse_hop(x, type_weight, weights, removed,
                                             out_deg, int(out_deg.sum()))
             if self_weight is not None:
                 index = torch.cat([index, x.node * C + x.column])
@@ -398,7 +402,7 @@ class TypedGraph:
             return Signals.from_contributions(index, value, self.num_nodes,
                                               C)
         return Signals.from_flat(self.propagate_dense(
-            x, type_weight, rho, self_weight, removed).view(-1), C)
+            x, type_weight, weights, self_weight, removed).view(-1), C)
 
     def hop_is_sparse(self, x: Signals, mode: str = 'auto') -> bool:
         r"""Whether :meth:`propagate` takes the sparse (frontier) way for
@@ -423,7 +427,7 @@ class TypedGraph:
         self,
         x: Signals,
         type_weight: Tensor,
-        rho: Optional[Tensor] = None,
+        rho: Union[Tensor, 'SourceWeights', None] = None,
         self_weight: Optional[Tensor] = None,
         removed: Optional[Tuple[Tensor, Tensor]] = None,
     ) -> Tensor:
@@ -447,7 +451,7 @@ class TypedGraph:
         x: Sequence[Tensor],
         group: Sequence[int],
         type_weight: Tensor,
-        rho: Optional[Tensor] = None,
+        rho: Union[Tensor, 'SourceWeights', None] = None,
         self_weight: Optional[Tensor] = None,
     ) -> List[Tensor]:
         r"""The hop of :meth:`propagate` for dense signals that come in
@@ -483,9 +487,9 @@ class TypedGraph:
         :rtype: :obj:`List[torch.Tensor]`, the blocks' shapes
         """
         N, K = self.num_nodes, self.num_edge_types
-        rho = SourceWeights.wrap(rho)
-        if rho is not None and rho.override_key is not None and \
-                rho.override_key.numel():
+        weights = SourceWeights.wrap(rho)
+        if weights is not None and weights.override_key is not None and \
+                weights.override_key.numel():
             raise ValueError('propagate_groups takes one rho row per source '
                              '(no per-query rows)')
         if len(group) != len(x):
@@ -498,20 +502,19 @@ class TypedGraph:
         weight = torch.cat([type_weight, self_weight.view(1, -1)])
         typ, src = self.loop_type, self.loop_src
         edge = typ < K
-        shared = None if rho is None else torch.where(
-            edge, rho.at(src, typ.clamp(max=K - 1)), 1.)
-        out, last, mat = [], None, None
+        shared = None if weights is None else torch.where(
+            edge, weights.at(src, typ.clamp(max=K - 1)), 1.)
+        out: List[Tensor] = []
         with torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter('ignore', UserWarning)  # CSR in beta
-            for g, block in zip(group, x):
-                if g != last:
-                    value = weight[:, g].index_select(0, typ)
-                    if shared is not None:
-                        value = value * shared
-                    mat = torch.sparse_csr_tensor(self.loop_ptr, src, value,
-                                                  (N, N))
-                    last = g
-                out.append(mat @ block)
+            # One matrix per run of blocks of the same group.
+            for g, run in itertools.groupby(zip(group, x), key=itemgetter(0)):
+                value = weight[:, g].index_select(0, typ)
+                if shared is not None:
+                    value = value * shared
+                mat = torch.sparse_csr_tensor(self.loop_ptr, src, value,
+                                              (N, N))
+                out.extend(mat @ block for _, block in run)
         return out
 
     @staticmethod
@@ -524,7 +527,7 @@ class TypedGraph:
         x: Signals,
         target: Tensor,
         type_weight: Tensor,
-        rho: Optional[Tensor] = None,
+        rho: Union[Tensor, 'SourceWeights', None] = None,
         self_weight: Optional[Tensor] = None,
         removed: Optional[Tuple[Tensor, Tensor]] = None,
         mode: str = 'auto',
@@ -555,7 +558,7 @@ class TypedGraph:
             :obj:`[C]`): values at the targets and totals.
         """
         C = x.num_columns
-        rho = SourceWeights.wrap(rho)
+        weights = SourceWeights.wrap(rho)
         device = x.value.device
         key = x.node * C + x.column  # sorted
 
@@ -570,9 +573,9 @@ class TypedGraph:
 
         def weight(src, typ, col, row=None):
             w = type_weight.reshape(-1).index_select(0, typ * C + col)
-            if rho is not None:
-                w = w * (rho.at(src, typ, col) if row is None else
-                         rho.of_rows(row, typ))
+            if weights is not None:
+                w = w * (weights.at(src, typ, col) if row is None else
+                         weights.of_rows(row, typ))
             return w
 
         # Totals: each entry spreads x * a_k * rho * (number of k-edges).
@@ -581,15 +584,15 @@ class TypedGraph:
         if self._sparse(mode, work, self.num_pairs * C):
             entry, pair = ragged_arange(self.pair_ptr[x.node], count, work)
             col = x.column[entry]
-            row = None if rho is None else rho.rows(x.node,
-                                                    x.column)[entry]
+            row = None if weights is None else \
+                weights.rows(x.node, x.column)[entry]
             spread = x.value.index_select(0, entry) * weight(
                 x.node[entry], self.pair_type[pair], col, row) * \
                 self.pair_count[pair]
             total = x.value.new_zeros(C).index_add(0, col, spread)
         else:
             total = self._pair_totals(x.to_dense(self.num_nodes),
-                                      type_weight, rho)
+                                      type_weight, weights)
         if self_weight is not None:
             total = total + self_weight * x.value.new_zeros(C).index_add(
                 0, x.column, x.value)
@@ -686,7 +689,8 @@ class TypedGraph:
                         ) -> Optional[Tuple[Tensor, Tensor, Tensor]]:
         # The (pair, signal) cells whose source reads a per-query row of rho
         # (see SourceWeights) and that row: (pair, column, row), or None.
-        if rho.override_key is None or rho.override_key.numel() == 0:
+        if rho.override_key is None or rho.override_row is None or \
+                rho.override_key.numel() == 0:
             return None
         N = self.num_nodes
         T = rho.columns_per_query

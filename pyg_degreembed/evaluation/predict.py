@@ -1,6 +1,6 @@
 r"""Predictions a user can act on: the best new answers of a query."""
 from dataclasses import dataclass
-from typing import Any, List
+from typing import Any, List, Optional, Tuple
 
 import torch
 from torch.nn import Module
@@ -8,7 +8,7 @@ from torch.nn import Module
 from pyg_degreembed.data.convert import as_kg
 from pyg_degreembed.data.kg import (all_triples, answer_types,
                                     check_head_type, entity_index,
-                                    relation_index)
+                                    relation_index, typed_entity)
 
 
 @dataclass(frozen=True)
@@ -20,11 +20,15 @@ class Prediction:
         score (float): Its score.
         known (bool): Whether the triple is already in the KG (any split).
         is_head (bool): Whether the answer is the query's head itself.
+        node (Tuple[str, int], optional): The answer as :obj:`(node_type,
+            local_id)` in a typed KG (one built from a :obj:`HeteroData`),
+            :obj:`None` in an untyped one.
     """
     entity: int
     score: float
     known: bool
     is_head: bool
+    node: Optional[Tuple[str, int]] = None
 
 
 def reflexive(data: Any, relation: int) -> bool:
@@ -98,4 +102,5 @@ def predict(model: Module, data: Any, head: Any, relation: Any,
                           descending=True, stable=True)
     order = order[:min(k, int(candidate.sum()))]
     return [Prediction(int(e), float(scores[e]), bool(known[e]),
-                       int(e) == head) for e in order]
+                       int(e) == head, typed_entity(kg, int(e)))
+            for e in order]

@@ -272,7 +272,7 @@ def compute_ranks(model: Module, data: Any,
                   true_answers: Optional[TrueAnswers] = None,
                   batch_size: int = 256, progress: bool = False,
                   remove_edge: Optional[bool] = None,
-                  typed: bool = True) -> Ranks:
+                  typed: bool = True) -> Union['Ranks', List['Ranks']]:
     r"""Filtered ranks of a model on triples of a KG, both directions pooled
     (all tail queries, then all head queries, in the order of the triples).
     Triples that are edges of the observed graph (the :obj:`"train"` and
@@ -349,7 +349,8 @@ def rank_queries(model: Module, graph: TypedGraph, triples: Tensor,
                  true_answers: TrueAnswers, batch_size: int = 256,
                  progress: Optional[Callable[[int], Progress]] = None,
                  remove_edge: bool = False,
-                 types: Optional[Tuple[Tensor, Tensor]] = None) -> Ranks:
+                 types: Optional[Tuple[Tensor, Tensor]] = None
+                 ) -> Union['Ranks', List['Ranks']]:
     r""":func:`compute_ranks` on a prepared graph (the inner loop, as used
     by :func:`~pyg_degreembed.fit` for validation).
 
@@ -386,7 +387,7 @@ def rank_queries(model: Module, graph: TypedGraph, triples: Tensor,
     if num_processes > 1:
         # A process without queries does not know how many rankings the
         # model scores: every process takes the largest count.
-        counts = [None] * num_processes
+        counts: List[Any] = [None] * num_processes
         torch.distributed.all_gather_object(counts, (len(parts), stacked))
         stacked = any(s for _, s in counts)
         parts += [dict(parts[0]) for _ in range(
@@ -394,7 +395,7 @@ def rank_queries(model: Module, graph: TypedGraph, triples: Tensor,
     out = []
     for local in parts:
         if num_processes > 1:
-            gathered = [None] * num_processes
+            gathered: List[Any] = [None] * num_processes
             torch.distributed.all_gather_object(gathered, local)
             # Each part holds [tail queries; head queries] of its triples.
             local = {

@@ -83,7 +83,7 @@ def anyburl_lines(rules: AppliedRules, relation_names: Sequence[str],
     rules are written too, in AnyBURL's syntax: :obj:`r(X,c) <= b(X,d)`,
     :obj:`r(X,c) <= b(X,A)` (the inverse query's :obj:`r(c,Y) <= ...`);
     those with an empty body, which AnyBURL does not learn, are not."""
-    if rules.support is None:
+    if rules.support is None or rules.groundings is None:
         raise ValueError('These applied rules carry no counts (rules of a '
                          'checkpoint of an earlier version): mine them again '
                          '(AppliedRules.mine) to write them in AnyBURL\'s '
@@ -207,12 +207,13 @@ def _path_of(atoms: List[Tuple[str, str, str]], names: Dict[str, int],
 
 def _atoms(body: str) -> Optional[List[Tuple[str, str, str]]]:
     # The atoms of a rule body "r(A,B), s(B,C)" (None where it is not one).
-    atoms, at = [], 0
+    atoms: List[Tuple[str, str, str]] = []
+    at = 0
     while at < len(body):
         match = _ATOM.match(body, at)
         if match is None:
             return None
-        atoms.append(match.group(1, 2, 3))
+        atoms.append((match.group(1), match.group(2), match.group(3)))
         at = match.end()
         if at < len(body):
             if body[at] != ',':
@@ -266,8 +267,8 @@ def read_anyburl(path: str, relation_names: Sequence[str],
         if not 0 <= correct <= predictions:
             raise KGFormatError(path, i, f'{correct} correct predictions of '
                                 f'{predictions}')
-        head, arrow, body = fields[3].partition(' <= ')
-        head = _ATOM.fullmatch(head)
+        head_atom, arrow, body = fields[3].partition(' <= ')
+        head = _ATOM.fullmatch(head_atom)
         atoms = _atoms(body)
         if head is None or atoms is None:
             raise KGFormatError(path, i, f'cannot read the rule '
@@ -293,8 +294,8 @@ def read_anyburl(path: str, relation_names: Sequence[str],
         for key in ((q, body_path), (q + R, _reverse(body_path, R))):
             rules.setdefault(key, (predictions, correct))
     if unreadable:
-        line, why = unreadable[0]
-        warnings.warn(f'{path}:{line}: a rule of {why}: skipped, with '
+        first, why = unreadable[0]
+        warnings.warn(f'{path}:{first}: a rule of {why}: skipped, with '
                       f'{len(unreadable) - 1} more such rules')
     skipped += len(unreadable)
     if not rules:

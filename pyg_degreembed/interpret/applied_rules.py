@@ -149,6 +149,9 @@ class AppliedRules(Module):
             constant_rules.to(self.rule_key.device)
         # The answer-type ranks of the last graph (see _answer_types).
         self._types: Tuple[Any, Optional[Tensor]] = (None, None)
+        #: Rules :func:`~pyg_degreembed.read_anyburl` skipped (not cyclic
+        #: path rules, or longer than this library holds).
+        self.skipped = 0
 
     def _apply(self, fn, *args, **kwargs):
         # Module.to / .cuda / .double: the constant rules move along.
@@ -321,7 +324,7 @@ class AppliedRules(Module):
         graph = resolve_graph(graph, num_relations=self.num_relations,
                               device=self.rule_key.device)
         P = self._num_patterns
-        found_rules = []
+        found_rules: List[Union[Rule, ConstantRule]] = []
         if head != tail:
             for _, node, pattern, _ in expand_paths(
                     graph, torch.tensor([head], device=graph.device),
@@ -454,7 +457,8 @@ class AppliedRules(Module):
         :rtype: :class:`torch.Tensor` of shape :obj:`[S + 1, B, N]`
             (:math:`S` values of :math:`u`, the tie-break's scores last)
         """
-        if self.support is None or self.tie_break is None:
+        if self.support is None or self.groundings is None or \
+                self.tie_break is None:
             raise ValueError('scoring under other confidences needs the '
                              "rules' counts and a tie-break model")
         if bool(self.type_confidence.any()):
@@ -468,7 +472,7 @@ class AppliedRules(Module):
         for u in unseen:
             tables = [rule_confidence(self.support, self.groundings, u)]
             firings = [path]
-            if constant is not None:
+            if constant is not None and constants is not None:
                 value = rule_confidence(constants.support,
                                         constants.groundings, u)
                 if bool((value > constants.confidence).any()):
@@ -519,7 +523,7 @@ class AppliedRules(Module):
         # last graph (the prepared graphs are cached, so it is often the
         # same object).
         last, table = self._types
-        if last is not None and last() is graph:
+        if last is not None and last() is graph and table is not None:
             return table
         K, N = self.num_edge_types, graph.num_nodes
         conf = self.type_confidence.to(graph.device)

@@ -309,6 +309,13 @@ class ConstantRules:
     """
     FIELDS = ('relation', 'body_type', 'body_node', 'answer', 'confidence',
               'support', 'groundings')
+    relation: Tensor
+    body_type: Tensor
+    body_node: Tensor
+    answer: Tensor
+    confidence: Tensor
+    support: Tensor
+    groundings: Tensor
 
     def __init__(self, relation: Tensor, body_type: Tensor,
                  body_node: Tensor, answer: Tensor, confidence: Tensor,
@@ -345,10 +352,11 @@ class ConstantRules:
                                      unseen)
         keep = (counts.support >= min_support) & \
             (confidence >= min_confidence)
-        confidence = confidence[keep]
-        kept = [value[keep] for value in counts]
         kg = as_kg(data)
-        return cls(*kept[:4], confidence, *kept[4:], kg.num_nodes,
+        return cls(counts.relation[keep], counts.body_type[keep],
+                   counts.body_node[keep], counts.answer[keep],
+                   confidence[keep], counts.support[keep],
+                   counts.groundings[keep], kg.num_nodes,
                    2 * kg.num_relations)
 
     def to_dict(self) -> dict:

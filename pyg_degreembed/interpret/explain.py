@@ -23,16 +23,21 @@ features, so a known fact is explained by the other evidence for it.
 """
 import functools
 from dataclasses import dataclass
-from typing import Any, List, Optional, Sequence, Tuple, Union
+from typing import (Any, Dict, List, Optional, Sequence, Set,
+                    Tuple, Union)
 
 import torch
-from torch.nn import Module
+from torch import Tensor
 
 from pyg_degreembed.data.convert import as_kg
 from pyg_degreembed.data.kg import (edge_type_name, entity_index, query_edges,
                                     relation_index)
 from pyg_degreembed.data.typed_graph import TypedGraph
-from pyg_degreembed.interpret.rules import format_atom
+from pyg_degreembed.interpret.applied_rules import (AnswerTypeRule,
+                                                    AppliedRules)
+from pyg_degreembed.interpret.constant_rules import ConstantRule
+from pyg_degreembed.interpret.rules import Rule, format_atom
+from pyg_degreembed.nn.rule_reasoner import RuleReasoner
 
 
 @dataclass(frozen=True)
@@ -92,7 +97,7 @@ class Explanation:
         for e in (self.head, self.tail):
             graph.add_node(e, name=entity(e), role='head'
                            if e == self.head else 'tail')
-        weight = {}
+        weight: Dict[Tuple[int, int, int], float] = {}
         for path in self.paths:
             steps = {(path.entities[i], path.entities[i + 1], k)
                      for i, k in enumerate(path.body)}
@@ -126,10 +131,14 @@ def _keeps_mode(function):
 
 @_keeps_mode
 @torch.no_grad()
-def explain(model: Module, graph: Any, head: Union[int, str],
-            relation: Union[int, str], tail: Union[int, str],
+def explain(model: Union[RuleReasoner, AppliedRules], graph: Any,
+            head: Union[int, str, Tuple[str, int]],
+            relation: Union[int, str],
+            tail: Union[int, str, Tuple[str, int]],
             max_paths: Optional[int] = None,
-            remove_edge: bool = False) -> Explanation:
+            remove_edge: bool = False
+            ) -> Union[Explanation, Tuple[List[Union[Rule, ConstantRule]],
+                                          Optional[AnswerTypeRule]]]:
     r"""Explains the score of :obj:`tail` for the query :obj:`(head,
     relation, ?)` by its grounded rule paths.  For
     :class:`~pyg_degreembed.AppliedRules` (which rank by their best rules,
@@ -142,8 +151,9 @@ def explain(model: Module, graph: Any, head: Union[int, str],
         graph: The graph to reason on: a KG (:obj:`Data`, :obj:`HeteroData`,
             a PyG KG dataset) or a :class:`~pyg_degreembed.TypedGraph`, as
             :meth:`~pyg_degreembed.RuleReasoner.forward` takes it.
-        head (int or str): The head entity (a name where :obj:`graph` is
-            a KG with names).
+        head (int or str or Tuple[str, int]): The head entity (a name where
+            :obj:`graph` is a KG with names, or :obj:`(node_type,
+            local_id)` where it is a :obj:`HeteroData`).
         relation (int or str): The query relation in :math:`[0, 2R)`, or
             its name (:obj:`inv_<name>` for the inverse query).
         tail (int or str): The candidate answer.
@@ -157,16 +167,25 @@ def explain(model: Module, graph: Any, head: Union[int, str],
     """
     if max_paths is not None and max_paths < 0:
         raise ValueError(f"'max_paths' must be at least 0, got {max_paths}")
-    if any(isinstance(x, str) for x in (head, relation, tail)):
+    if any(isinstance(x, (str, tuple)) for x in (head, relation, tail)):
         kg = as_kg(graph)  # names need the KG
-        head, tail = entity_index(kg, head), entity_index(kg, tail)
-        relation = relation_index(kg, relation)
-    if not hasattr(model, 'path_factors'):  # applied rules: their own
-        if not hasattr(model, 'explain'):
-            raise TypeError(f'explain() takes a RuleReasoner or applied '
-                            f'rules, got {type(model).__name__}')
-        return model.explain(graph, head, relation, tail)
-    graph = model.graph(graph)
+        h, t = entity_index(kg, head), entity_index(kg, tail)
+        r = relation_index(kg, relation)
+    else:
+        h, r, t = int(head), int(relation), int(tail)  # type: ignore
+    if isinstance(model, AppliedRules):  # their own explanation
+        return model.explain(graph, h, r, t)
+    if not isinstance(model, RuleReasoner):
+        raise TypeError(f'explain() takes a RuleReasoner or applied rules, '
+                        f'got {type(model).__name__}')
+    return _explain_paths(model, model.graph(graph), h, r, t, max_paths,
+                          remove_edge)
+
+
+def _explain_paths(model: RuleReasoner, graph: TypedGraph, head: int,
+                   relation: int, tail: int, max_paths: Optional[int],
+                   remove_edge: bool) -> Explanation:
+    # explain() of a rule reasoner: its paths, enumerated.
     N, K, L, T = graph.num_nodes, model.num_edge_types, model.num_steps, \
         model.rank
     for name, value, bound in (('head', head, N), ('tail', tail, N),
@@ -176,7 +195,8 @@ def explain(model: Module, graph: Any, head: Union[int, str],
     device = graph.device
     head_t = torch.tensor([head], device=device)
     relation_t = torch.tensor([relation], device=device)
-    removed, remove_tail = set(), None
+    removed: Set[Tuple[int, int, int]] = set()
+    remove_tail: Optional[Tensor] = None
     if remove_edge:
         remove_tail = torch.tensor([tail], device=device)
         left_out = query_edges(head_t, relation_t, remove_tail,
@@ -194,15 +214,17 @@ def explain(model: Module, graph: Any, head: Union[int, str],
     ptr = graph.node_ptr.tolist()
     src, typ, dst = (graph.edge_src.tolist(), graph.edge_type.tolist(),
                      graph.edge_dst.tolist())
-    if rho is not None:  # rho as this query sees it
+    rho_of: Optional[Tensor] = None  # rho as this query sees it, [N, K]
+    if rho is not None:
         every = torch.arange(N, device=device)
-        rho = rho.table.index_select(0, rho.rows(
+        rho_of = rho.table.index_select(0, rho.rows(
             every, torch.zeros_like(every))).double()
     # Partial paths: (entities, operators, per-rank weight [T]).
-    partial = [((head, ), (), torch.ones(T, dtype=torch.double,
-                                         device=device))]
+    Partial = List[Tuple[Tuple[int, ...], Tuple[int, ...], Tensor]]
+    partial: Partial = [((head, ), (), torch.ones(T, dtype=torch.double,
+                                                  device=device))]
     for step in range(L):
-        extended = []
+        extended: Partial = []
         for entities, ops, weight in partial:
             z = entities[-1]
             if z in reach[step + 1]:
@@ -217,14 +239,14 @@ def explain(model: Module, graph: Any, head: Union[int, str],
                     count += 1
                 if j in reach[step + 1] and (z, k, j) not in removed:
                     w = weights[:, step, k] * count
-                    if rho is not None:
-                        w = w * rho[src[e], k]
+                    if rho_of is not None:
+                        w = w * rho_of[src[e], k]
                     extended.append((entities + (j, ), ops + (k, ),
                                      weight * w))
                 e += count
         partial = extended
 
-    merged = {}
+    merged: Dict[Tuple[Tuple[int, ...], Tuple[int, ...]], float] = {}
     for entities, ops, weight in partial:
         body = tuple(o for o in ops if o != K)
         nodes = (head, ) + tuple(entities[i + 1] for i, o in enumerate(ops)
@@ -242,7 +264,7 @@ def explain(model: Module, graph: Any, head: Union[int, str],
 def _reaching(graph: TypedGraph, tail: int, num_steps: int):
     r"""reach[l]: the entities from which :obj:`tail` can be reached in the
     remaining :obj:`num_steps - l` steps (identity steps allowed)."""
-    reach = [set() for _ in range(num_steps + 1)]
+    reach: List[Set[int]] = [set() for _ in range(num_steps + 1)]
     reach[num_steps] = {tail}
     src, dst = graph.edge_src, graph.edge_dst
     for step in range(num_steps - 1, -1, -1):

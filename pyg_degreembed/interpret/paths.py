@@ -241,7 +241,7 @@ def path_counts(graph: TypedGraph, triples: Tensor, num_steps: int,
     :rtype: (triple index :obj:`[M]`, pattern id :obj:`[M]`, count
         :obj:`[M]`, float with :obj:`weight`)
     """
-    out = ([], [], [])
+    out: Tuple[List[Tensor], List[Tensor], List[Tensor]] = ([], [], [])
     for start, end in walk_chunks(graph, triples[0], num_steps, chunk_size):
         h, q, t = triples[:, start:end]
         removed = graph.edge_range(*query_edges(h, q, t, num_relations)[:3])
@@ -252,8 +252,12 @@ def path_counts(graph: TypedGraph, triples: Tensor, num_steps: int,
                 out[0].append(walk[at_tail] + start)
                 out[1].append(pattern[at_tail])
                 out[2].append(count[at_tail])
-    return tuple(torch.cat(v) if v else torch.empty(0, dtype=torch.long)
-                 for v in out)
+
+    def cat(values: List[Tensor]) -> Tensor:
+        return torch.cat(values) if values else \
+            torch.empty(0, dtype=torch.long)
+
+    return cat(out[0]), cat(out[1]), cat(out[2])
 
 
 def pattern_of(pattern_id: int, num_edge_types: int) -> Tuple[int, ...]:

@@ -4,11 +4,12 @@ from collections import Counter
 from typing import Any, List, Optional, Sequence, Tuple
 
 import torch
-from torch.nn import Module
+
+from pyg_degreembed.nn.rule_reasoner import RuleReasoner
 
 
 @torch.no_grad()
-def plot_entity_embedding(model: Module, graph: Any, path: str,
+def plot_entity_embedding(model: RuleReasoner, graph: Any, path: str,
                           top: int = 10, seed: int = 0,
                           relation_names: Optional[Sequence[str]] = None):
     r"""A t-SNE plot of the learned entity embeddings :math:`\mathbf{H}_e` of

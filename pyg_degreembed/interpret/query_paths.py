@@ -27,7 +27,7 @@ y`).  :math:`A_{x \to y}(\mathbf{p})` is the number of paths of pattern
 :math:`\mathbf{p}` from :math:`x` to :math:`y` that avoid :math:`E`:
 computed by increasing length, it needs only shorter prefixes.
 """
-from typing import NamedTuple
+from typing import List, NamedTuple, Tuple
 
 import torch
 from torch import Tensor
@@ -64,7 +64,7 @@ class _Table(NamedTuple):
     # Path counts keyed by owner * P + pattern, sorted, with the rows of
     # each owner (a pair or an entity) as CSR pointers.
     key: Tensor
-    count: Tensor
+    counts: Tensor
     ptr: Tensor
 
 
@@ -124,12 +124,17 @@ def query_paths(graph: TypedGraph, queries: Tensor, num_steps: int,
 MAX_DENSE_PATTERNS = 2**24
 
 
-def _expand(graph, L, chunk_size, pair_key):
+def _expand(graph: TypedGraph, L: int, chunk_size: int, pair_key: Tensor
+            ) -> Tuple[Tuple[Tensor, Tensor, Tensor],
+                       Tuple[Tensor, Tensor, Tensor], Tuple[Tensor, Tensor]]:
     # One expansion per entity: the paths between the pairs of `pair_key`
     # (pair row, pattern, count), the closed walks of length < L (entity,
     # pattern, count) and the pairs x != y per pattern.
     N, P = graph.num_nodes, (graph.num_edge_types + 1)**L
-    pairs, closed, bodies = ([], [], []), ([], [], []), ([], [])
+    Columns3 = Tuple[List[Tensor], List[Tensor], List[Tensor]]
+    pairs: Columns3 = ([], [], [])
+    closed: Columns3 = ([], [], [])
+    bodies: Tuple[List[Tensor], List[Tensor]] = ([], [])
     dense = torch.zeros(P if P <= MAX_DENSE_PATTERNS else 0,
                         dtype=torch.long, device=graph.device)
     everyone = torch.arange(N, device=graph.device)
@@ -178,8 +183,8 @@ def _expand(graph, L, chunk_size, pair_key):
         body, inverse = torch.unique(cat(bodies[0]), return_inverse=True)
         body_pairs = torch.zeros_like(body).index_add_(0, inverse,
                                                        cat(bodies[1]))
-    return [cat(v) for v in pairs], [cat(v) for v in closed], \
-        (body, body_pairs)
+    return (cat(pairs[0]), cat(pairs[1]), cat(pairs[2])), \
+        (cat(closed[0]), cat(closed[1]), cat(closed[2])), (body, body_pairs)
 
 
 def _constant(value: int, like: Tensor) -> Tensor:
@@ -200,7 +205,7 @@ def _rows(table: _Table, owner: Tensor, P: int):
     # (sorted), as [key, F, A] with A = F to start with.
     start = table.ptr[owner]
     query, row = ragged_arange(start, table.ptr[owner + 1] - start)
-    count = table.count[row]
+    count = table.counts[row]
     return [query * P + table.key[row] % P, count, count.clone()]
 
 
@@ -238,7 +243,7 @@ def _subtract(table, length, target, own, to_x, to_y, ends, K, P):
                                prefix[hit], P, empty=int(src == 'x'))
             # Suffix dst -> target, any path; the empty one is 1 if equal.
             table_, owner = ends[dst + target]
-            after = _lookup(table_.key, table_.count,
+            after = _lookup(table_.key, table_.counts,
                             owner[j] * P + suffix[hit])
             after = torch.where(suffix[hit] == 0, int(dst == target), after)
             used.index_add_(0, hit, mult[j] * before * after)

@@ -36,13 +36,14 @@ query :math:`r + R` is printed as :obj:`r(Y,X) <= ...`.
 """
 import itertools
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 import torch
 from torch import Tensor
 
 from pyg_degreembed.data.kg import split_triples
 from pyg_degreembed.interpret.paths import path_counts, pattern_of
+from pyg_degreembed.nn.rule_reasoner import RuleReasoner
 
 CONFIDENCES = ('grounded', 'attention')
 #: Attention rules are found by enumerating every operator path when there
@@ -101,7 +102,7 @@ def rule_confidence(attention: Tensor, body: Sequence[int]) -> float:
 
 
 @torch.no_grad()
-def extract_rules(model: torch.nn.Module, relation: int, k: int = 10,
+def extract_rules(model: RuleReasoner, relation: int, k: int = 10,
                   confidence: str = 'grounded', data: Any = None,
                   triples: Optional[Tensor] = None,
                   beam_width: int = 0) -> List[Rule]:
@@ -180,9 +181,9 @@ def _all_bodies(attention: Tensor) -> List[Tuple[Tuple[int, ...], float]]:
 def _beam_bodies(attention: Tensor, beam_width: int) -> set:
     # The bodies of the beam_width best operator paths of each rank.
     T, L, K1 = attention.shape
-    candidates = set()
+    candidates: Set[Tuple[int, ...]] = set()
     for j in range(T):
-        beam = [((), 1.)]
+        beam: List[Tuple[Tuple[int, ...], float]] = [((), 1.)]
         for step in range(L):
             weight = attention[j, step]
             extended = [(path + (o, ), score * float(weight[o]))
@@ -212,7 +213,7 @@ def training_queries(data: Any, relation: int) -> Tensor:
 
 
 @torch.no_grad()
-def grounded_rules(model: torch.nn.Module, data: Any, relation: int,
+def grounded_rules(model: RuleReasoner, data: Any, relation: int,
                    triples: Optional[Tensor] = None,
                    batch_size: int = 256) -> List[Rule]:
     r"""Every rule of query relation :obj:`relation` that carries score on
@@ -242,7 +243,7 @@ def grounded_rules(model: torch.nn.Module, data: Any, relation: int,
 
 
 @torch.no_grad()
-def rule_masses(model: torch.nn.Module, data: Any, relation: int,
+def rule_masses(model: RuleReasoner, data: Any, relation: int,
                 triples: Optional[Tensor] = None, batch_size: int = 256
                 ) -> Tuple[Dict[Tuple[int, ...], float], float]:
     r"""The score mass of every rule body (the empty body is the identity

@@ -286,20 +286,23 @@ def _confidences(graph: TypedGraph, queries: Tensor, rules: Tensor, L: int,
     # Rules sampled at once: their walks within MAX_WALKS, and their keys
     # (rule * N + x) * N + y within 63 bits.
     chunk = max(1, min(MAX_WALKS // (num_samples * L), 2**62 // (N * N)))
-    support, groundings = [], []
+    support_parts: List[Tensor] = []
+    groundings_parts: List[Tensor] = []
     scored = 0
     while scored < rules.numel():
         part = rules[scored:scored + chunk]
         s, g = _sample_bodies(graph, part, L, num_samples, generator,
                               answers, type_heads, type_start, per_type)
-        support.append(s)
-        groundings.append(g)
+        support_parts.append(s)
+        groundings_parts.append(g)
         scored += part.numel()
         if deadline is not None and time.perf_counter() >= deadline:
             break
     rules = rules[:scored]
-    support = torch.cat(support) if support else rules.new_zeros(0)
-    groundings = torch.cat(groundings) if groundings else rules.new_zeros(0)
+    support = torch.cat(support_parts) if support_parts else \
+        rules.new_zeros(0)
+    groundings = torch.cat(groundings_parts) if groundings_parts else \
+        rules.new_zeros(0)
     keep = support > 0
     rules, order = torch.sort(rules[keep])
     return RuleCounts(rules // P, rules % P, support[keep][order],

@@ -1,5 +1,5 @@
 from contextlib import contextmanager
-from typing import Any, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -333,9 +333,10 @@ class DegreeEmbedding(Module):
         r"""The constructor arguments, to rebuild the layer (:obj:`dropout`
         only when set, so that checkpoints of layers without it read as
         before)."""
-        config = dict(num_edge_types=self.num_edge_types,
-                      embedding_dim=self.embedding_dim,
-                      hidden_channels=self.hidden_channels)
+        config: Dict[str, Any] = dict(
+            num_edge_types=self.num_edge_types,
+            embedding_dim=self.embedding_dim,
+            hidden_channels=self.hidden_channels)
         if self.dropout:
             config['dropout'] = self.dropout
         return config

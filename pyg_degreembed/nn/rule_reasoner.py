@@ -199,6 +199,8 @@ class RuleReasoner(Module):
         """
         if self.edge_weight is None:
             return None
+        # The edge weight's (duck-typed, checked in __init__).
+        function = getattr(self.edge_weight, 'source_weights')
         if left_out is None and not self.training and \
                 not torch.is_grad_enabled():
             # In inference rho does not depend on the queries: computed once
@@ -209,11 +211,9 @@ class RuleReasoner(Module):
                           for p in self.edge_weight.parameters())
             last, last_state, rho = self._inference_rho
             if last is None or last() is not graph or last_state != state:
-                rho = SourceWeights.wrap(
-                    self.edge_weight.source_weights(graph, None))
+                rho = SourceWeights.wrap(function(graph, None))
                 self._inference_rho = (weakref.ref(graph), state, rho)
             return rho
-        function = self.edge_weight.source_weights
         if left_out is not None and 'left_out' in inspect.signature(
                 function).parameters:
             return SourceWeights.wrap(function(graph, nodes,
@@ -434,10 +434,10 @@ class RuleReasoner(Module):
         K = self.num_edge_types
         x = graph.propagate(x, a[:K], rho, a[K], removed)
         totals.append(self._total(x))
-        totals = torch.stack(totals, dim=-1).view(head.numel(), self.rank,
-                                                  self.num_steps)
+        total = torch.stack(totals, dim=-1).view(head.numel(), self.rank,
+                                                 self.num_steps)
         factors = self.operator_attention(relation).double() / \
-            totals.double().unsqueeze(-1)
+            total.double().unsqueeze(-1)
         if rho is not None:
             rho = rho._replace(columns_per_query=1)
         return factors, rho

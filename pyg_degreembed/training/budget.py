@@ -71,9 +71,10 @@ def available_memory() -> Optional[int]:
 def format_bytes(num_bytes: float) -> str:
     for unit in ('bytes', 'KB', 'MB', 'GB', 'TB'):
         if num_bytes < 1000 or unit == 'TB':
-            return f'{num_bytes:.0f} {unit}' if unit == 'bytes' else \
-                f'{num_bytes:.1f} {unit}'
+            break
         num_bytes /= 1000
+    return f'{num_bytes:.0f} {unit}' if unit == 'bytes' else \
+        f'{num_bytes:.1f} {unit}'
 
 
 def check_memory(needed: float, what: str):

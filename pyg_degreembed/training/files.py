@@ -3,6 +3,7 @@ dead writers cleaned up, one writer per file, writability checked before
 any work starts."""
 import glob
 import os
+import sys
 import tempfile
 import warnings
 from contextlib import contextmanager
@@ -10,10 +11,10 @@ from typing import Any, Callable, Iterator, Sequence, Set
 
 import torch
 
-try:
-    import fcntl
-except ImportError:  # Windows
+if sys.platform == 'win32':  # no fcntl: filelock's lock
     fcntl = None
+else:
+    import fcntl
 
 
 class FileError(ValueError):

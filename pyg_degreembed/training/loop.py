@@ -16,7 +16,8 @@ from torch_geometric.data import Data
 from pyg_degreembed.data.convert import as_kg
 from pyg_degreembed.data.kg import (all_triples, answer_types,
                                     check_positive_ints, split_triples)
-from pyg_degreembed.evaluation.ranks import (TrueAnswers, both_directions,
+from pyg_degreembed.evaluation.ranks import (Ranks, TrueAnswers,
+                                             both_directions,
                                              rank_queries)
 from pyg_degreembed.training.budget import check_memory, training_bytes
 from pyg_degreembed.training.checkpoint import (FORMAT, CheckpointError,
@@ -406,11 +407,13 @@ def _fit_epochs(run, device, eval_batch_size, progress, progress_interval,
         if run.partial is None and validate:
             try:
                 with run.signals.now():
-                    valid_mrr = rank_queries(
+                    ranks = rank_queries(
                         model, run.graph, run.valid, run.true_answers,
                         eval_batch_size, progress=lambda total: reporter(
                             total, f'validation {epoch}'),
-                        types=answer_types(run.kg)).metrics()['mrr']
+                        types=answer_types(run.kg))
+                assert isinstance(ranks, Ranks)  # a reasoner ranks once
+                valid_mrr = ranks.metrics()['mrr']
             except _StopNow:  # saved as trained, its validation to come
                 run.partial = run.last_pass
         if run.partial is not None:  # max_steps, time_budget or a signal
@@ -482,8 +485,10 @@ class _Run:
         self.is_main = self.process == 0
         self.result = FitResult()
         self.best_state = _copy_state(model)
-        self.guard: Optional[ThreadGuard] = None  # set by fit()
-        self.limit: Optional[_Limit] = None  # set by fit()
+        # Set by fit():
+        self.guard: ThreadGuard
+        self.limit: _Limit
+        self.signals: StopOnSignal
         self.global_step = 0  # optimisation steps, resumed runs included
         self.partial: Optional[dict] = None  # where a limit ended an epoch
 

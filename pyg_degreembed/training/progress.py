@@ -52,10 +52,11 @@ class Progress:
         if terminal is None:
             terminal = sys.stderr.isatty()
         self.total, self.desc, self.unit = total, desc, unit
-        self.interval, self.log = interval, log
+        self.interval = interval
         self.bar = tqdm(total=total, desc=desc, leave=False) \
             if enabled and terminal else None
-        self.lines = enabled and not terminal and log is not None
+        # Where the log lines go (none with a bar).
+        self.log = log if enabled and not terminal else None
         self.start = self.last = time.perf_counter()
         self.steps = self.items = 0
         self.loss_sum, self.loss_items = 0., 0
@@ -69,7 +70,7 @@ class Progress:
             self.loss_items += items
         if self.bar is not None:
             self.bar.update(1)
-        elif self.lines:
+        elif self.log is not None:
             now = time.perf_counter()
             if now - self.last >= self.interval and self.steps < self.total:
                 self.last = now

@@ -3,7 +3,7 @@ or the applied rules (:class:`~pyg_degreembed.AppliedRules`) mined from the
 training graph with the model as tie-break, the better on validation for
 each query relation."""
 import time
-from typing import Any, List, NamedTuple, Optional, Sequence, Union
+from typing import Any, List, NamedTuple, Optional, Sequence
 
 import torch
 from torch import Tensor
@@ -11,6 +11,7 @@ from torch.nn import Module
 
 from pyg_degreembed.data.convert import as_kg
 from pyg_degreembed.data.kg import index_tensor, split_triples
+from pyg_degreembed.data.resolve import resolve_graph
 from pyg_degreembed.evaluation.ranks import Ranks, compute_ranks
 from pyg_degreembed.interpret.applied_rules import AppliedRules, rule_counts
 from pyg_degreembed.interpret.constant_rules import constant_rule_counts
@@ -41,9 +42,13 @@ class PerRelationScorer(Module):
         self.num_relations = rules.num_relations
         self.register_buffer('use_model', use_model.bool())
 
+    use_model: Tensor
+
     @property
     def model(self) -> Module:
-        return self.rules.tie_break
+        tie_break = self.rules.tie_break
+        assert tie_break is not None  # checked in __init__
+        return tie_break
 
     def forward(self, graph: Any, head: Any, relation: Any, *,
                 remove_tail: Optional[Tensor] = None) -> Tensor:
@@ -56,17 +61,16 @@ class PerRelationScorer(Module):
         head = index_tensor(head, 'head').to(device)
         relation = index_tensor(relation, 'relation').to(device)
         by_model = self.use_model[relation]
-        out = None
+        N = resolve_graph(graph, num_relations=self.num_relations,
+                          device=device).num_nodes
+        out = torch.zeros(head.numel(), N, dtype=torch.double, device=device)
         for scorer, rows in ((self.model, by_model), (self.rules, ~by_model)):
             if not rows.any():
                 continue
             extra = {} if remove_tail is None else \
                 {'remove_tail': remove_tail[rows]}
-            scores = scorer(graph, head[rows], relation[rows], **extra)
-            if out is None:
-                out = scores.new_zeros(head.numel(), scores.size(1),
-                                       dtype=torch.double)
-            out[rows] = scores.double()
+            out[rows] = scorer(graph, head[rows], relation[rows],
+                               **extra).double()
         return out
 
 
@@ -296,11 +300,11 @@ def choose_scorer(model: Module, data: Any, num_steps: int,
     if not use_model.any():
         return ScorerChoice(applied, 'rules', reason, applied, seconds,
                             unseen=u, valid_ranks=ranked)
-    valid = float(chosen_reciprocal_ranks([rules_ranks, model_ranks],
-                                          use_model.long()).mean())
+    valid_mrr = float(chosen_reciprocal_ranks([rules_ranks, model_ranks],
+                                              use_model.long()).mean())
     reason += (f'; the model for {int(use_model.sum())} of '
                f'{use_model.numel()} query relations, the rules (u = '
-               f'{u:g}) for the others: {valid:.4f}')
+               f'{u:g}) for the others: {valid_mrr:.4f}')
     mixed = PerRelationScorer(applied, use_model).to(device)
     return ScorerChoice(mixed, 'per-relation', reason, applied, seconds,
                         use_model, u, ranked)
@@ -308,27 +312,28 @@ def choose_scorer(model: Module, data: Any, num_steps: int,
 
 def _rank_until(model: Module, data: Any, triples: Tensor,
                 deadline: Optional[float], seed: int,
-                first: int = 256) -> Union[Ranks, List[Ranks]]:
+                first: int = 256) -> List[Ranks]:
     # The rankings of compute_ranks on `triples`: all of them without a
     # deadline, else parts of them in a seeded order until the deadline (at
     # least `first` triples; each part up to twice the last, and no more
     # than the last part's pace fits before the deadline), joined.
+    def rankings(triples: Tensor) -> List[Ranks]:
+        ranks = compute_ranks(model, data, triples)
+        return ranks if isinstance(ranks, list) else [ranks]
+
     if deadline is None:
-        return compute_ranks(model, data, triples)
+        return rankings(triples)
     order = torch.randperm(triples.size(1),
                            generator=torch.Generator().manual_seed(seed))
     parts, begin, size = [], 0, first
     while begin < triples.size(1):
         start = time.perf_counter()
-        parts.append(compute_ranks(model, data,
-                                   triples[:, order[begin:begin + size]]))
+        parts.append(rankings(triples[:, order[begin:begin + size]]))
         begin += size
         pace = size / max(time.perf_counter() - start, 1e-6)
         size = min(2 * size, int(pace * (deadline - time.perf_counter())))
         if size < 1:
             break
-    if isinstance(parts[0], Ranks):  # a model that ranks once
-        return _join_ranks(parts)
     return [_join_ranks([part[i] for part in parts])
             for i in range(len(parts[0]))]
 
@@ -340,7 +345,8 @@ def _join_ranks(parts: Sequence[Ranks]) -> Ranks:
                  torch.cat([p.relation for p in parts]),
                  torch.cat([p.direction for p in parts]),
                  None if parts[0].candidates is None else
-                 torch.cat([p.candidates for p in parts]), parts[0].typed)
+                 torch.cat([p.candidates for p in parts
+                            if p.candidates is not None]), parts[0].typed)
 
 
 __all__ = ['PerRelationScorer', 'ScorerChoice', 'UNSEEN_CHOICES',

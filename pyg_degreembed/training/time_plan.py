@@ -69,28 +69,32 @@ class TimePlan:
 
     def rule_length_seconds(self) -> Optional[float]:
         r"""The seconds choosing the rule length may take."""
-        if self.seconds is None:
-            return None
-        return RULE_LENGTH_SHARE * self.left()
+        left = self.left()
+        return None if left is None else RULE_LENGTH_SHARE * left
 
-    def _after_setup(self) -> float:
+    def _setup_seconds(self) -> float:
+        r"""The seconds the set-up took (ended at the first call)."""
         if self.setup_end is None:
             self.setup_end = time.perf_counter()
-        return max(self.seconds - (self.setup_end - self.start) -
-                   SAVE_SECONDS, 1e-3)
+        return self.setup_end - self.start
+
+    def _after_setup(self, seconds: float) -> float:
+        return max(seconds - self._setup_seconds() - SAVE_SECONDS, 1e-3)
 
     def mining_seconds(self) -> Optional[float]:
         r"""The seconds mining may take (ends the set-up)."""
         if self.seconds is None:
             return None
-        return MINING_SHARE * self._after_setup()
+        return MINING_SHARE * self._after_setup(self.seconds)
 
     def training_seconds(self) -> Optional[float]:
         r"""The seconds training may take: what is left, less the choice's
         share."""
-        if self.seconds is None:
+        left = self.left()
+        if self.seconds is None or left is None:
             return None
-        return max(self.left() - CHOICE_SHARE * self._after_setup(), 1e-3)
+        return max(left - CHOICE_SHARE * self._after_setup(self.seconds),
+                   1e-3)
 
     def deadline(self) -> Optional[float]:
         r"""The :func:`time.perf_counter` reading by which the stages must
@@ -106,10 +110,10 @@ class TimePlan:
             return ('time budget: none (every stage runs to its end: '
                     f'{miner} mining, training to early stopping, the '
                     'choice on every validation triple)')
-        after = self._after_setup()
+        after = self._after_setup(self.seconds)
         return (f'time budget {self.seconds:g}s for the whole run (the test '
                 f'ranking after it is timed apart): set-up '
-                f'{self.setup_end - self.start:.1f}s, mining <= '
+                f'{self._setup_seconds():.1f}s, mining <= '
                 f'{MINING_SHARE * after:.0f}s ({miner}), training <= '
                 f'{(1 - MINING_SHARE - CHOICE_SHARE) * after:.0f}s plus what '
                 f'mining leaves, validation choice <= '
