@@ -50,9 +50,10 @@ class DegreeWeightedGNN(torch.nn.Module):
     relations."""
     def __init__(self, num_nodes: int, num_relations: int, dim: int,
                  layer: str = 'graphconv', num_layers: int = 2,
-                 degree_weights: bool = True, features: str = 'embedding'):
+                 degree_weights: bool = True, features: str = 'profile',
+                 weight_at: str = 'target'):
         super().__init__()
-        self.num_nodes = num_nodes
+        self.num_nodes, self.weight_at = num_nodes, weight_at
         self.entity = Embedding(num_nodes, dim) if features == 'embedding' \
             else Linear(2 * num_relations, dim)
         self.relational = layer == 'rgcn'
@@ -66,7 +67,8 @@ class DegreeWeightedGNN(torch.nn.Module):
 
     def encode(self, edge_index: Tensor, edge_type: Tensor) -> Tensor:
         weight = None if self.degree is None else self.degree.edge_weight(
-            edge_index, edge_type, self.num_nodes, scale=True)
+            edge_index, edge_type, self.num_nodes, scale=True,
+            at=self.weight_at)
         if isinstance(self.entity, Embedding):
             x = self.entity.weight
         else:  # log(1 + number of edges of each type leaving the entity)
@@ -135,10 +137,14 @@ def main():
     parser.add_argument('--seed', type=int, default=0)
     parser.add_argument('--layers', nargs='+', default=['graphconv', 'rgcn'],
                         choices=['graphconv', 'rgcn'])
-    parser.add_argument('--features', default='embedding',
-                        choices=['embedding', 'profile'],
-                        help="the entities' input: a learned embedding per "
-                        'entity, or the counts of their edges of each type')
+    parser.add_argument('--features', default='profile',
+                        choices=['profile', 'embedding'],
+                        help="the entities' input: the counts of their edges "
+                        'of each type, or a learned embedding per entity')
+    parser.add_argument('--weight-at', default='target',
+                        choices=['target', 'source'],
+                        help="whose rho weighs a message: the receiving "
+                        "entity's or the sending one's")
     parser.add_argument('--quick', action='store_true',
                         help='a small setting (40 steps, 16 dimensions)')
     args = parser.parse_args()
@@ -158,7 +164,8 @@ def main():
             model = DegreeWeightedGNN(data.num_nodes, data.num_relations,
                                       args.dim, layer,
                                       degree_weights=degree_weights,
-                                      features=args.features)
+                                      features=args.features,
+                                      weight_at=args.weight_at)
             metrics, seconds = train_and_test(model, data, args.steps,
                                               args.batch_size, args.lr)
             rows.append((name, metrics, seconds))

@@ -374,6 +374,21 @@ def test_choose_scorer_per_query_relation_on_validation():
         choose_scorer(model, data, 2, scorer='model')
     with pytest.raises(ValueError, match='at least one'):
         choose_scorer(model, data, 2, unseen=())
+    # u and the aggregation chosen together: the best of every pair (the
+    # earlier among equals), as ranking with each alone.
+    settings = list(itertools.product(unseen, ('max-plus', 'noisy-or')))
+    alone = [compute_ranks(AppliedRules.mine(
+        data, 2, tie_break=model, unseen=u, aggregation=a), data, 'valid')
+        for u, a in settings]
+    mrr = [ranks.metrics()['mrr'] for ranks in alone]
+    both = choose_scorer(model, data, 2, scorer='rules', unseen=unseen,
+                         aggregations=('max-plus', 'noisy-or'))
+    best = mrr.index(max(mrr))
+    assert (both.unseen, both.aggregation) == settings[best]
+    assert both.applied.aggregation == settings[best][1]
+    assert both.reason.count('noisy-or') == len(unseen)
+    for got, want in zip(both.valid_ranks, alone):
+        assert torch.equal(got.ranks['realistic'], want.ranks['realistic'])
 
 
 class ValidationOracle(torch.nn.Module):
@@ -480,6 +495,15 @@ def test_scores_under_several_unseen_equal_each_mined_alone(seed, leave_out):
     with torch.no_grad():  # as the rules run it
         assert torch.equal(scores[-1],
                            model(graph, head, relation, **extra).double())
+    # Under each aggregation too (u first), as the rules mined with both.
+    both = ('max-plus', 'noisy-or')
+    scores = mined[0].score_with_unseen(graph, head, relation, unseen,
+                                        aggregations=both, **extra)
+    assert scores.shape[0] == 2 * len(unseen) + 1
+    for got, (u, a) in zip(scores, itertools.product(unseen, both)):
+        applied = AppliedRules.mine(data, 2, min_support=1, unseen=u,
+                                    tie_break=model, aggregation=a)
+        assert torch.equal(got, applied(graph, head, relation, **extra))
     # compute_ranks ranks each at once: as ranking each alone.
     choices = UnseenChoices(mined[0], unseen)
     for got, want in zip(compute_ranks(choices, data, 'train'),
@@ -517,3 +541,39 @@ def test_rules_that_cannot_rank_leave_the_choice_to_the_model(monkeypatch):
         in choice.reason
     with pytest.raises(ResourceError, match='over the limit'):
         choose_scorer(model, data, 2, scorer='rules')
+
+
+def test_noisy_or_aggregation_on_a_hand_worked_example():
+    # Query r0 from entity 0. A = 1 is reached by a rule of confidence
+    # 0.625, B = 2 by two rules of 0.5, C = 3 by one of 0.75; 4 by none.
+    # Max-plus: C > A > B. Noisy-or: B = 1 - 0.5 * 0.5 = 0.75 = C, A
+    # 0.625; the tie of B and C broken by max-plus: C > B > A.
+    edge_index = torch.tensor([[0, 0, 0, 0], [1, 2, 2, 3]])
+    edge_type = torch.tensor([1, 2, 3, 4])
+    rules = dict(num_relations=5, num_steps=1,
+                 relation=torch.zeros(4, dtype=torch.long),
+                 pattern=torch.tensor([1, 2, 3, 4]) + 1,  # bodies (1,)..(4,)
+                 confidence=torch.tensor([0.625, 0.5, 0.5, 0.75]))
+    head, relation = torch.tensor([0]), torch.tensor([0])
+    A, B, C, none = 1, 2, 3, 4
+
+    def order(aggregation):
+        model = AppliedRules(**rules, aggregation=aggregation)
+        scores = model(edge_index, edge_type, head, relation,
+                       num_nodes=5)[0]
+        return sorted((A, B, C, none), key=lambda e: -float(scores[e])), \
+            model
+
+    assert order('max-plus')[0] == [C, A, B, none]
+    noisy, model = order('noisy-or')
+    assert noisy == [C, B, A, none]
+    graph = resolve_graph(edge_index, edge_type, 5, num_relations=5)
+    keys = model.rule_keys(graph, head, relation)[0]
+    assert (1 - (1 - keys).prod(dim=-1))[[A, B, C]].tolist() == \
+        [0.625, 0.75, 0.75]
+    # Kept by a checkpoint's payload; max-plus payloads as before.
+    again = AppliedRules.from_payload(model.to_payload())
+    assert again.aggregation == 'noisy-or'
+    assert 'aggregation' not in AppliedRules(**rules).config()
+    with pytest.raises(ValueError, match="'aggregation' must be one of"):
+        AppliedRules(**rules, aggregation='sum')

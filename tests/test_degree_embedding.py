@@ -179,6 +179,20 @@ def test_edge_weight_is_rho_of_each_edge_for_pyg_layers(toy_kg):
     for e, (i, k) in enumerate(zip(edge_index[0].tolist(),
                                    edge_type.tolist())):
         assert weight[e] == rho[i, k]
+    # At the target: the weight j gives the inverse edge j -> i (types k and
+    # k + 3 are inverses), times K with scale.
+    at_target = layer.edge_weight(edge_index, edge_type, 6, at='target',
+                                  scale=True)
+    for e, (i, k, j) in enumerate(zip(edge_index[0].tolist(),
+                                      edge_type.tolist(),
+                                      edge_index[1].tolist())):
+        assert at_target[e] == 6 * rho[j, (k + 3) % 6]
+        back = ((edge_index[0] == j) & (edge_index[1] == i) &
+                (edge_type == (k + 3) % 6)).nonzero().view(-1)
+        assert back.numel() > 0
+        assert torch.equal(at_target[e].expand(back.numel()), 6 * weight[back])
+    with pytest.raises(ValueError, match="'at' must be 'source' or 'target'"):
+        layer.edge_weight(edge_index, edge_type, 6, at='dst')
     # Given the KG's triples only (types < R), the inverses are added for
     # rho, and the weights are those of the given edges.
     forward = edge_type < 3

@@ -58,6 +58,12 @@ def _train_parser(sub):
                    "trained model breaking ties; 'model', the model's own "
                    "score (the paper's); 'auto', per query relation the one "
                    "with the better validation MRR")
+    p.add_argument('--aggregation', default='max-plus',
+                   choices=['max-plus', 'noisy-or', 'auto'],
+                   help="how the rules reaching an answer rank it: "
+                   "'max-plus', the best rule, ties by the next; "
+                   "'noisy-or', 1 - prod(1 - confidence) of its best rules "
+                   "first; 'auto', the one with the better validation MRR")
     p.add_argument('--rank', type=int, default=model_default['rank'],
                    help='rank T (neurallp always uses 1)')
     p.add_argument('--dim', type=int, default=model_default['embedding_dim'],
@@ -247,17 +253,19 @@ def _train(args, config, plan, source, checkpoint, device, process):
                        'with --resume)')
     scorer = model
     if mine:
+        aggregations = ('max-plus', 'noisy-or') \
+            if args.aggregation == 'auto' else (args.aggregation, )
         choice = choose_scorer(model, data, args.steps, args.scorer, device,
                                mined=mined, deadline=plan.deadline(),
-                               seed=args.seed)
+                               seed=args.seed, aggregations=aggregations)
         scorer = choice.scorer
         if process == 0:
             constants = choice.applied.constant_rules
             print(f'applied rules: {choice.applied.rule_key.numel()} path '
                   f'rules of length <= {args.steps}, '
                   f'{0 if constants is None else len(constants)} constant '
-                  f'rules, the model as tie-break (choice '
-                  f'{choice.mining_seconds:.1f}s)')
+                  f'rules, {choice.aggregation}, the model as tie-break '
+                  f'(choice {choice.mining_seconds:.1f}s)')
             if args.scorer == 'auto':
                 print(f'scorer: {choice.name} ({choice.reason})')
             payload = load_checkpoint(checkpoint)

@@ -33,13 +33,16 @@ confidence of the best path or constant rule whose body holds for
 :math:`(h, y)`, ties broken by the second best, and so on (AnyBURL's
 *max-plus*; :obj:`num_keys` rules are compared), then by its best
 answer-type rule, then, if a :obj:`tie_break` model is given, by that
-model's score.
+model's score.  With :obj:`aggregation="noisy-or"` the candidates are
+ranked first by the noisy-or of the confidences of their :obj:`num_keys`
+best rules, :math:`1 - \prod_r (1 - \mathrm{conf}_r)` (independent evidence
+adds up), then as above (AnyBURL's noisy-or over the top rules).
 :meth:`AppliedRules.forward` returns scores that order the candidates
 exactly so (equal keys, equal scores).
 """
 import weakref
 from dataclasses import dataclass
-from typing import (Any, List, NamedTuple, Optional, Sequence, Tuple,
+from typing import (Any, Dict, List, NamedTuple, Optional, Sequence, Tuple,
                     Union)
 
 import torch
@@ -62,6 +65,10 @@ from pyg_degreembed.interpret.paths import (check_pattern_keys, expand_paths,
                                             pattern_of, walk_chunks)
 from pyg_degreembed.interpret.query_paths import query_paths
 from pyg_degreembed.interpret.rules import Rule, format_atom
+
+#: How the rules that reach a candidate make its rank (see the module's
+#: description).
+AGGREGATIONS = ('max-plus', 'noisy-or')
 
 
 class AppliedRules(Module):
@@ -98,11 +105,15 @@ class AppliedRules(Module):
             were mined on (see
             :mod:`pyg_degreembed.interpret.constant_rules`). (default:
             :obj:`None`)
+        aggregation (str, optional): :obj:`"max-plus"` or
+            :obj:`"noisy-or"` (see the module's description). (default:
+            :obj:`"max-plus"`)
     """
     num_relations: int
     num_edge_types: int
     num_steps: int
     num_keys: int
+    aggregation: str
     tie_break: Optional[Module]
     constant_rules: Optional[ConstantRules]
     rule_key: Tensor
@@ -118,9 +129,14 @@ class AppliedRules(Module):
                  type_confidence: Optional[Tensor] = None,
                  support: Optional[Tensor] = None,
                  groundings: Optional[Tensor] = None,
-                 constant_rules: Optional[ConstantRules] = None):
+                 constant_rules: Optional[ConstantRules] = None,
+                 aggregation: str = 'max-plus'):
         super().__init__()
         check_positive_ints(num_relations=num_relations, num_keys=num_keys)
+        if aggregation not in AGGREGATIONS:
+            raise ValueError(f"'aggregation' must be one of {AGGREGATIONS}, "
+                             f'got {aggregation!r}')
+        self.aggregation = aggregation
         check_rule_length(num_steps)
         self.num_relations = num_relations
         self.num_edge_types = 2 * num_relations
@@ -198,8 +214,8 @@ class AppliedRules(Module):
              counts: Optional['RuleCounts'] = None,
              answer_types: bool = False,
              constants: bool = True,
-             constant_counts: Optional[ConstantRuleCounts] = None
-             ) -> 'AppliedRules':
+             constant_counts: Optional[ConstantRuleCounts] = None,
+             aggregation: str = 'max-plus') -> 'AppliedRules':
         r"""Every cyclic rule of length at most :obj:`num_steps` that holds
         for at least :obj:`min_support` training queries of its relation,
         with its confidence (see the module's description).
@@ -230,6 +246,8 @@ class AppliedRules(Module):
             constant_counts (ConstantRuleCounts, optional): The counts of
                 :func:`~pyg_degreembed.interpret.constant_rules.constant_rule_counts`
                 for :obj:`data`, if already computed. (default: :obj:`None`)
+            aggregation (str, optional): See :class:`AppliedRules`.
+                (default: :obj:`"max-plus"`)
         """
         if counts is None:
             counts = rule_counts(data, num_steps)
@@ -250,13 +268,17 @@ class AppliedRules(Module):
                    counts.relation[keep], counts.pattern[keep], confidence,
                    num_keys, tie_break, type_confidence,
                    counts.support[keep], counts.groundings[keep],
-                   constant_rules)
+                   constant_rules, aggregation)
 
     def config(self) -> dict:
         r"""The constructor arguments other than the tensors and the
         tie-break."""
-        return dict(num_relations=self.num_relations,
-                    num_steps=self.num_steps, num_keys=self.num_keys)
+        config: Dict[str, Any] = dict(
+            num_relations=self.num_relations, num_steps=self.num_steps,
+            num_keys=self.num_keys)
+        if self.aggregation != 'max-plus':  # files of max-plus as before
+            config['aggregation'] = self.aggregation
+        return config
 
     def to_payload(self) -> dict:
         r"""The rules as a plain dictionary of numbers and tensors (for a
@@ -429,12 +451,15 @@ class AppliedRules(Module):
         cell, levels, values = self._fired(graph, head, relation,
                                            remove_tail)
         tail, _ = self._later_keys(graph, head, relation, remove_tail)
-        return self._score(cell, levels, values.numel(), tail, N).view(B, N)
+        return self._score(*self._ranking_keys(levels, values), cell, tail,
+                           N).view(B, N)
 
     @torch.no_grad()
     def score_with_unseen(self, graph: TypedGraph, head: Tensor,
                           relation: Tensor, unseen: Sequence[float],
-                          remove_tail: Optional[Tensor] = None) -> Tensor:
+                          remove_tail: Optional[Tensor] = None,
+                          aggregations: Optional[Sequence[str]] = None
+                          ) -> Tensor:
         r"""The scores of :meth:`forward` under the confidences of several
         :math:`u` at once, and the tie-break's own scores: what
         :obj:`AppliedRules.mine(..., unseen=u)` with the same counts would
@@ -453,10 +478,20 @@ class AppliedRules(Module):
             relation (torch.Tensor): Query relations, shape :obj:`[B]`.
             unseen (Sequence[float]): The values of :math:`u`.
             remove_tail (torch.Tensor, optional): As in :meth:`forward`.
+            aggregations (Sequence[str], optional): The aggregations to
+                score with, each under every :math:`u`. (default: this
+                one's)
 
-        :rtype: :class:`torch.Tensor` of shape :obj:`[S + 1, B, N]`
-            (:math:`S` values of :math:`u`, the tie-break's scores last)
+        :rtype: :class:`torch.Tensor` of shape :obj:`[S A + 1, B, N]`
+            (:math:`S` values of :math:`u` in order, under each the
+            :math:`A` aggregations; the tie-break's scores last)
         """
+        aggregations = [self.aggregation] if aggregations is None else \
+            list(aggregations)
+        bad = [a for a in aggregations if a not in AGGREGATIONS]
+        if bad or not aggregations:
+            raise ValueError(f"'aggregations' must hold some of "
+                             f'{AGGREGATIONS}, got {aggregations!r}')
         if self.support is None or self.groundings is None or \
                 self.tie_break is None:
             raise ValueError('scoring under other confidences needs the '
@@ -468,7 +503,7 @@ class AppliedRules(Module):
         B, N = head.numel(), graph.num_nodes
         path, constant = self._firings(graph, head, relation, remove_tail)
         tail, tie = self._later_keys(graph, head, relation, remove_tail)
-        out = []
+        out: List[Tensor] = []
         for u in unseen:
             tables = [rule_confidence(self.support, self.groundings, u)]
             firings = [path]
@@ -483,7 +518,8 @@ class AppliedRules(Module):
                 tables.append(value)
                 firings.append((constant[0][kept], constant[1][kept]))
             cell, levels, values = _best_keys(firings, tables, self.num_keys)
-            out.append(self._score(cell, levels, values.numel(), tail, N))
+            out.extend(self._score(*self._ranking_keys(levels, values, a),
+                                   cell, tail, N) for a in aggregations)
         out.append(tie.view(-1))
         return torch.stack(out).view(-1, B, N)
 
@@ -502,8 +538,22 @@ class AppliedRules(Module):
             tail = tail + tie.view(-1) / (float(tie.abs().max()) + 1.)
         return tail, tie
 
+    def _ranking_keys(self, levels: Tensor, values: Tensor,
+                      aggregation: Optional[str] = None
+                      ) -> Tuple[Tensor, int]:
+        # The keys a reached cell is ranked by, as non-negative integers
+        # below the returned bound: its rules' levels (max-plus), after the
+        # dense rank of their noisy-or with aggregation="noisy-or" (this
+        # one's aggregation by default).
+        if (aggregation or self.aggregation) == 'max-plus':
+            return levels, values.numel()
+        noisy = 1. - torch.prod(1. - values[levels], dim=1)
+        distinct, rank = torch.unique(noisy, return_inverse=True)
+        return torch.cat([rank.view(-1, 1), levels], dim=1), \
+            max(values.numel(), distinct.numel())
+
     @staticmethod
-    def _score(cell, levels, num_levels, tail, N):
+    def _score(levels, num_levels, cell, tail, N):
         # Scores [B * N]: the later keys where no rule reaches; the cells
         # that rules reach come above, in the lexicographic order of
         # (query, rule keys, later keys): their dense rank is monotone

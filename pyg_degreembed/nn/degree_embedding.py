@@ -209,16 +209,22 @@ class DegreeEmbedding(Module):
 
     def edge_weight(self, edge_index: Tensor, edge_type: Tensor,
                     num_nodes: Optional[int] = None, *,
-                    graph: Any = None, scale: bool = False) -> Tensor:
+                    graph: Any = None, scale: bool = False,
+                    at: str = 'source') -> Tensor:
         r""":math:`\rho` as one weight per edge, for PyG's layers that take
         an :obj:`edge_weight` (:class:`~torch_geometric.nn.conv.GraphConv`,
         :class:`~torch_geometric.nn.conv.GCNConv`, ...,
         :class:`~pyg_degreembed.nn.WeightedRGCNConv` for relations): an edge
         :math:`i \xrightarrow{k} j` gets the weight its source gives its
-        type,
+        type (:obj:`at="source"`, as the rule reasoner's hops), or the
+        weight its target gives the inverse type :math:`\bar{k} = (k + K/2)
+        \bmod K`, the type of the edge :math:`j \xrightarrow{\bar{k}} i`
+        (:obj:`at="target"`: the entity that aggregates the messages weighs
+        them by its own degree-type set, an attention over its relations),
 
         .. math::
-            w_{(i, k, j)} = s \cdot \rho_{i, k},
+            w_{(i, k, j)} = s \cdot \rho_{i, k} \quad \textrm{or} \quad
+            w_{(i, k, j)} = s \cdot \rho_{j, \bar{k}},
 
         with :math:`s = K` where :obj:`scale` (a uniform :math:`\rho` then
         gives every edge weight 1, as a layer without weights; raw
@@ -249,9 +255,13 @@ class DegreeEmbedding(Module):
                 :meth:`forward` takes. (default: :obj:`None`, these edges)
             scale (bool, optional): Multiply by :math:`K`.
                 (default: :obj:`False`)
+            at (str, optional): :obj:`"source"` or :obj:`"target"`: whose
+                :math:`\rho` weighs the edge. (default: :obj:`"source"`)
 
         :rtype: :class:`torch.Tensor` of shape :obj:`[E]`
         """
+        if at not in ('source', 'target'):
+            raise ValueError(f"'at' must be 'source' or 'target', got {at!r}")
         if graph is None:
             rho = self(edge_index, edge_type, num_nodes)
         elif isinstance(graph, tuple):
@@ -266,8 +276,10 @@ class DegreeEmbedding(Module):
                              f'{rho.size(0)}) of the graph rho is computed '
                              'on (a subgraph relabelled? pass its edges in '
                              "the full graph's ids)")
-        weight = rho[edge_index[0], edge_type]
-        return weight * self.num_edge_types if scale else weight
+        K = self.num_edge_types
+        weight = rho[edge_index[0], edge_type] if at == 'source' else \
+            rho[edge_index[1], (edge_type + K // 2) % K]
+        return weight * K if scale else weight
 
     def source_weights(self, graph: TypedGraph,
                        nodes: Optional[Tensor] = None,

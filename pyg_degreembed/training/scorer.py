@@ -129,6 +129,9 @@ def relation_choice(options: Sequence[Ranks], num_relations: int) -> Tensor:
 #: preferred first: dense KGs want a large :math:`u`, sparse ones a small
 #: one (see :obj:`benchmarks/applied_rules.py`).
 UNSEEN_CHOICES = (200., 5.)
+#: The aggregations of the rules (:class:`AppliedRules`) that
+#: :func:`choose_scorer` chooses from by default, the preferred first.
+AGGREGATION_CHOICES = ('max-plus', )
 
 
 class UnseenChoices(Module):
@@ -142,21 +145,27 @@ class UnseenChoices(Module):
         rules (AppliedRules): Rules mined with a :math:`u` no larger than
             any of :obj:`unseen`, with a tie-break model.
         unseen (Sequence[float]): The values of :math:`u`.
+        aggregations (Sequence[str], optional): The aggregations, each
+            under every :math:`u`. (default: :obj:`("max-plus", )`)
     """
-    def __init__(self, rules: AppliedRules, unseen: Sequence[float]):
+    def __init__(self, rules: AppliedRules, unseen: Sequence[float],
+                 aggregations: Sequence[str] = AGGREGATION_CHOICES):
         super().__init__()
         self.rules = rules
         self.unseen = [float(u) for u in unseen]
+        self.aggregations = list(aggregations)
 
     def forward(self, graph: Any, head: Tensor, relation: Tensor, *,
                 remove_tail: Optional[Tensor] = None) -> Tensor:
-        r"""The rules' scores under each :math:`u`, then the model's.
+        r"""The rules' scores under each :math:`u` and aggregation, then
+        the model's.
 
-        :rtype: :class:`torch.Tensor` of shape :obj:`[S + 1, B, N]`
-            (:math:`S` values of :math:`u`)
+        :rtype: :class:`torch.Tensor` of shape :obj:`[S A + 1, B, N]`
+            (:math:`S` values of :math:`u`, :math:`A` aggregations)
         """
         return self.rules.score_with_unseen(graph, head, relation,
-                                            self.unseen, remove_tail)
+                                            self.unseen, remove_tail,
+                                            self.aggregations)
 
 
 class ScorerChoice(NamedTuple):
@@ -178,9 +187,12 @@ class ScorerChoice(NamedTuple):
     #: The :math:`u` of the rules' confidences.
     unseen: float = UNSEEN_CHOICES[0]
     #: The validation rankings chosen from: by the rules with each :math:`u`
-    #: of :obj:`unseen`, then (with :obj:`scorer="auto"`) by the model;
-    #: :obj:`None` without validation triples.
+    #: of :obj:`unseen` (under each aggregation), then (with
+    #: :obj:`scorer="auto"`) by the model; :obj:`None` without validation
+    #: triples.
     valid_ranks: Optional[List[Ranks]] = None
+    #: The aggregation of the rules.
+    aggregation: str = AGGREGATION_CHOICES[0]
 
 
 def choose_scorer(model: Module, data: Any, num_steps: int,
@@ -189,7 +201,9 @@ def choose_scorer(model: Module, data: Any, num_steps: int,
                   constants: bool = True,
                   mined: Optional[MinedCounts] = None,
                   deadline: Optional[float] = None,
-                  seed: int = 0) -> ScorerChoice:
+                  seed: int = 0,
+                  aggregations: Sequence[str] = AGGREGATION_CHOICES
+                  ) -> ScorerChoice:
     r"""Mines the applied rules of length at most :obj:`num_steps` with
     :obj:`model` as tie-break, with the confidences
     :math:`\mathrm{support} / (\mathrm{groundings} + u)` of the
@@ -228,6 +242,10 @@ def choose_scorer(model: Module, data: Any, num_steps: int,
             choice is made on those.
             (default: :obj:`None`, every validation triple)
         seed (int, optional): Seed of that order. (default: :obj:`0`)
+        aggregations (Sequence[str], optional): The rules' aggregations
+            (:class:`~pyg_degreembed.AppliedRules`) to choose from with
+            :math:`u`, the preferred first. (default:
+            :data:`AGGREGATION_CHOICES`)
     """
     if scorer not in ('auto', 'rules'):
         raise ValueError(f"'scorer' must be 'auto' or 'rules', got "
@@ -249,16 +267,21 @@ def choose_scorer(model: Module, data: Any, num_steps: int,
             raise ValueError("'mined' holds no constant rules: mine them "
                              'or pass constants=False')
 
-    def mine(u):
+    aggregations = list(aggregations)
+    if not aggregations:
+        raise ValueError("'aggregations' must hold at least one value")
+
+    def mine(u, aggregation=aggregations[0]):
         return AppliedRules.mine(data, num_steps, unseen=u, tie_break=model,
                                  counts=counts, constants=constants,
-                                 constant_counts=constant_counts).to(device)
+                                 constant_counts=constant_counts,
+                                 aggregation=aggregation).to(device)
 
     if kg.valid_edge_type.numel() == 0:
         applied = mine(unseen[0])
         return ScorerChoice(applied, 'rules', 'no validation triples to '
                             'choose on', applied, time.perf_counter() - start,
-                            unseen=unseen[0])
+                            unseen=unseen[0], aggregation=aggregations[0])
     # One pass over the validation queries: the rules' bodies followed and
     # the model run once, the rules scored under each u (those mined with
     # the smallest u hold every constant rule that a larger one keeps).
@@ -267,28 +290,32 @@ def choose_scorer(model: Module, data: Any, num_steps: int,
     valid = split_triples(kg, 'valid')
     try:
         *ranked, model_ranks = _rank_until(
-            UnseenChoices(applied_smallest, unseen), data, valid, deadline,
-            seed)
+            UnseenChoices(applied_smallest, unseen, aggregations), data,
+            valid, deadline, seed)
     except ResourceError as e:  # hubs: the rules' paths cannot be followed
         if scorer == 'rules':
             raise
         return ScorerChoice(model, 'model', f'the applied rules cannot rank '
                             f'on this graph ({e}); the model ranks',
                             applied_smallest, time.perf_counter() - start,
-                            unseen=smallest)
+                            unseen=smallest, aggregation=aggregations[0])
+    settings = [(u, a) for u in unseen for a in aggregations]
     mrr = [ranks.metrics()['mrr'] for ranks in ranked]
     best = mrr.index(max(mrr))
-    rules_ranks, u = ranked[best], unseen[best]
-    applied = applied_smallest if u == smallest else mine(u)
+    rules_ranks, (u, aggregation) = ranked[best], settings[best]
+    applied = mine(u, aggregation) if u != smallest or \
+        aggregation != aggregations[0] else applied_smallest
     shown = model_ranks.relation.numel() // 2
     reason = ('' if shown == valid.size(1) else
               f'on {shown} of {valid.size(1)} validation triples, ') + \
         'validation MRR: applied rules ' + ', '.join(
-            f'{value:.4f} (u = {u_:g})' for u_, value in zip(unseen, mrr))
+            f'{value:.4f} (u = {u_:g}' +
+            (f', {a})' if len(aggregations) > 1 else ')')
+            for (u_, a), value in zip(settings, mrr))
     if scorer == 'rules':
         return ScorerChoice(applied, 'rules', f'asked for; {reason}',
                             applied, time.perf_counter() - start, unseen=u,
-                            valid_ranks=ranked)
+                            valid_ranks=ranked, aggregation=aggregation)
     ranked.append(model_ranks)
     use_model = relation_choice([rules_ranks, model_ranks],
                                 kg.num_relations) == 1
@@ -296,10 +323,12 @@ def choose_scorer(model: Module, data: Any, num_steps: int,
     seconds = time.perf_counter() - start
     if use_model.all():
         return ScorerChoice(model, 'model', reason, applied, seconds,
-                            unseen=u, valid_ranks=ranked)
+                            unseen=u, valid_ranks=ranked,
+                            aggregation=aggregation)
     if not use_model.any():
         return ScorerChoice(applied, 'rules', reason, applied, seconds,
-                            unseen=u, valid_ranks=ranked)
+                            unseen=u, valid_ranks=ranked,
+                            aggregation=aggregation)
     valid_mrr = float(chosen_reciprocal_ranks([rules_ranks, model_ranks],
                                               use_model.long()).mean())
     reason += (f'; the model for {int(use_model.sum())} of '
@@ -307,7 +336,7 @@ def choose_scorer(model: Module, data: Any, num_steps: int,
                f'{u:g}) for the others: {valid_mrr:.4f}')
     mixed = PerRelationScorer(applied, use_model).to(device)
     return ScorerChoice(mixed, 'per-relation', reason, applied, seconds,
-                        use_model, u, ranked)
+                        use_model, u, ranked, aggregation)
 
 
 def _rank_until(model: Module, data: Any, triples: Tensor,
