@@ -62,13 +62,14 @@ def test_the_choice_ranks_validation_triples_until_its_deadline():
     model = DegreEmbedReasoner(data.num_relations).eval()
     valid = torch.stack([data.valid_edge_index[0], data.valid_edge_type,
                          data.valid_edge_index[1]])
-    # No deadline: every triple, as compute_ranks ranks them.
-    full = _rank_until(model, data, valid, None, 0)
+    # No deadline: every triple, as compute_ranks ranks them (a list of
+    # the model's rankings: one).
+    full, = _rank_until(model, data, valid, None, 0)
     want = compute_ranks(model, data, 'valid')
     assert torch.equal(full.ranks['realistic'], want.ranks['realistic'])
     # A deadline passed: the first 256 triples of the seeded order, both
     # directions, ranked as compute_ranks ranks them alone.
-    part = _rank_until(model, data, valid, time.perf_counter() - 1., 0)
+    part, = _rank_until(model, data, valid, time.perf_counter() - 1., 0)
     order = torch.randperm(valid.size(1),
                            generator=torch.Generator().manual_seed(0))
     alone = compute_ranks(model, data, valid[:, order[:256]])

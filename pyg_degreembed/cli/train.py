@@ -60,10 +60,11 @@ def _train_parser(sub):
                    "with the better validation MRR")
     p.add_argument('--aggregation', default='max-plus',
                    choices=['max-plus', 'noisy-or', 'auto'],
-                   help="how the rules reaching an answer rank it: "
-                   "'max-plus', the best rule, ties by the next; "
+                   help="how the rules that reach an answer rank it: "
                    "'noisy-or', 1 - prod(1 - confidence) of its best rules "
-                   "first; 'auto', the one with the better validation MRR")
+                   "first, then as 'max-plus', the best rule first, ties "
+                   "by the next; 'auto', the one with the better "
+                   "validation MRR")
     p.add_argument('--rank', type=int, default=model_default['rank'],
                    help='rank T (neurallp always uses 1)')
     p.add_argument('--dim', type=int, default=model_default['embedding_dim'],
