@@ -376,16 +376,18 @@ def test_choose_scorer_per_query_relation_on_validation():
         choose_scorer(model, data, 2, unseen=())
     # u and the aggregation chosen together: the best of every pair (the
     # earlier among equals), as ranking with each alone.
-    settings = list(itertools.product(unseen, ('max-plus', 'noisy-or')))
+    pairs = (('max-plus', 3), ('noisy-or', 10))
+    settings = list(itertools.product(unseen, pairs))
     alone = [compute_ranks(AppliedRules.mine(
-        data, 2, tie_break=model, unseen=u, aggregation=a), data, 'valid')
-        for u, a in settings]
+        data, 2, tie_break=model, unseen=u, aggregation=a, num_keys=k),
+        data, 'valid') for u, (a, k) in settings]
     mrr = [ranks.metrics()['mrr'] for ranks in alone]
     both = choose_scorer(model, data, 2, scorer='rules', unseen=unseen,
-                         aggregations=('max-plus', 'noisy-or'))
+                         aggregations=pairs)
     best = mrr.index(max(mrr))
-    assert (both.unseen, both.aggregation) == settings[best]
-    assert both.applied.aggregation == settings[best][1]
+    u, (a, k) = settings[best]
+    assert (both.unseen, both.aggregation) == (u, a)
+    assert (both.applied.aggregation, both.applied.num_keys) == (a, k)
     assert both.reason.count('noisy-or') == len(unseen)
     for got, want in zip(both.valid_ranks, alone):
         assert torch.equal(got.ranks['realistic'], want.ranks['realistic'])
@@ -496,13 +498,14 @@ def test_scores_under_several_unseen_equal_each_mined_alone(seed, leave_out):
         assert torch.equal(scores[-1],
                            model(graph, head, relation, **extra).double())
     # Under each aggregation too (u first), as the rules mined with both.
-    both = ('max-plus', 'noisy-or')
+    both = (('max-plus', 3), ('noisy-or', 5), ('max-plus', 1))
     scores = mined[0].score_with_unseen(graph, head, relation, unseen,
                                         aggregations=both, **extra)
-    assert scores.shape[0] == 2 * len(unseen) + 1
-    for got, (u, a) in zip(scores, itertools.product(unseen, both)):
+    assert scores.shape[0] == 3 * len(unseen) + 1
+    for got, (u, (a, k)) in zip(scores, itertools.product(unseen, both)):
         applied = AppliedRules.mine(data, 2, min_support=1, unseen=u,
-                                    tie_break=model, aggregation=a)
+                                    tie_break=model, aggregation=a,
+                                    num_keys=k)
         assert torch.equal(got, applied(graph, head, relation, **extra))
     # compute_ranks ranks each at once: as ranking each alone.
     choices = UnseenChoices(mined[0], unseen)

@@ -23,7 +23,7 @@ from pyg_degreembed.training.config import TrainConfig
 from pyg_degreembed.training.distributed import init_from_env, world
 from pyg_degreembed.training.files import check_output, exclusive, input_files
 from pyg_degreembed.training.loop import fit
-from pyg_degreembed.training.scorer import choose_scorer
+from pyg_degreembed.training.scorer import AGGREGATION_SETTINGS, choose_scorer
 from pyg_degreembed.training.time_plan import DEFAULT_SECONDS, TimePlan
 
 MODELS = {
@@ -254,8 +254,9 @@ def _train(args, config, plan, source, checkpoint, device, process):
                        'with --resume)')
     scorer = model
     if mine:
-        aggregations = ('max-plus', 'noisy-or') \
-            if args.aggregation == 'auto' else (args.aggregation, )
+        aggregations = [setting for name, setting in
+                        AGGREGATION_SETTINGS.items()
+                        if args.aggregation in (name, 'auto')]
         choice = choose_scorer(model, data, args.steps, args.scorer, device,
                                mined=mined, deadline=plan.deadline(),
                                seed=args.seed, aggregations=aggregations)

@@ -458,7 +458,8 @@ class AppliedRules(Module):
     def score_with_unseen(self, graph: TypedGraph, head: Tensor,
                           relation: Tensor, unseen: Sequence[float],
                           remove_tail: Optional[Tensor] = None,
-                          aggregations: Optional[Sequence[str]] = None
+                          aggregations: Optional[
+                              Sequence[Tuple[str, int]]] = None
                           ) -> Tensor:
         r"""The scores of :meth:`forward` under the confidences of several
         :math:`u` at once, and the tie-break's own scores: what
@@ -478,20 +479,24 @@ class AppliedRules(Module):
             relation (torch.Tensor): Query relations, shape :obj:`[B]`.
             unseen (Sequence[float]): The values of :math:`u`.
             remove_tail (torch.Tensor, optional): As in :meth:`forward`.
-            aggregations (Sequence[str], optional): The aggregations to
-                score with, each under every :math:`u`. (default: this
-                one's)
+            aggregations (Sequence[Tuple[str, int]], optional): The
+                aggregations to score with, each with its number of keys
+                (:obj:`num_keys`), under every :math:`u`. (default: this
+                one's, with its keys)
 
         :rtype: :class:`torch.Tensor` of shape :obj:`[S A + 1, B, N]`
             (:math:`S` values of :math:`u` in order, under each the
             :math:`A` aggregations; the tie-break's scores last)
         """
-        aggregations = [self.aggregation] if aggregations is None else \
-            list(aggregations)
-        bad = [a for a in aggregations if a not in AGGREGATIONS]
+        aggregations = [(self.aggregation, self.num_keys)] \
+            if aggregations is None else list(aggregations)
+        bad = [a for a, keys in aggregations if a not in AGGREGATIONS or
+               not isinstance(keys, int) or keys < 1]
         if bad or not aggregations:
-            raise ValueError(f"'aggregations' must hold some of "
-                             f'{AGGREGATIONS}, got {aggregations!r}')
+            raise ValueError(f"'aggregations' must hold pairs (one of "
+                             f'{AGGREGATIONS}, keys >= 1), got '
+                             f'{aggregations!r}')
+        most = max(keys for _, keys in aggregations)
         if self.support is None or self.groundings is None or \
                 self.tie_break is None:
             raise ValueError('scoring under other confidences needs the '
@@ -517,9 +522,11 @@ class AppliedRules(Module):
                 kept = value[constant[1]] >= MIN_CONFIDENCE
                 tables.append(value)
                 firings.append((constant[0][kept], constant[1][kept]))
-            cell, levels, values = _best_keys(firings, tables, self.num_keys)
-            out.extend(self._score(*self._ranking_keys(levels, values, a),
-                                   cell, tail, N) for a in aggregations)
+            # The best `keys` rules of a cell are the first of the best.
+            cell, levels, values = _best_keys(firings, tables, most)
+            out.extend(self._score(*self._ranking_keys(
+                levels[:, :keys], values, a), cell, tail, N)
+                for a, keys in aggregations)
         out.append(tie.view(-1))
         return torch.stack(out).view(-1, B, N)
 

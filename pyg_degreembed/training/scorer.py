@@ -3,7 +3,7 @@ or the applied rules (:class:`~pyg_degreembed.AppliedRules`) mined from the
 training graph with the model as tie-break, the better on validation for
 each query relation."""
 import time
-from typing import Any, List, NamedTuple, Optional, Sequence
+from typing import Any, List, NamedTuple, Optional, Sequence, Tuple
 
 import torch
 from torch import Tensor
@@ -129,9 +129,14 @@ def relation_choice(options: Sequence[Ranks], num_relations: int) -> Tensor:
 #: preferred first: dense KGs want a large :math:`u`, sparse ones a small
 #: one (see :obj:`benchmarks/applied_rules.py`).
 UNSEEN_CHOICES = (200., 5.)
-#: The aggregations of the rules (:class:`AppliedRules`) that
-#: :func:`choose_scorer` chooses from by default, the preferred first.
-AGGREGATION_CHOICES = ('max-plus', )
+#: The aggregations of the rules (:class:`AppliedRules`), each with the
+#: number of rules it reads per answer (:obj:`num_keys`): max-plus with 3,
+#: noisy-or with 50, which adds up more evidence (see
+#: :obj:`benchmarks/aggregation.py`).
+AGGREGATION_SETTINGS = {'max-plus': ('max-plus', 3),
+                        'noisy-or': ('noisy-or', 50)}
+#: Those :func:`choose_scorer` chooses from by default, the preferred first.
+AGGREGATION_CHOICES = (AGGREGATION_SETTINGS['max-plus'], )
 
 
 class UnseenChoices(Module):
@@ -145,11 +150,13 @@ class UnseenChoices(Module):
         rules (AppliedRules): Rules mined with a :math:`u` no larger than
             any of :obj:`unseen`, with a tie-break model.
         unseen (Sequence[float]): The values of :math:`u`.
-        aggregations (Sequence[str], optional): The aggregations, each
-            under every :math:`u`. (default: :obj:`("max-plus", )`)
+        aggregations (Sequence[Tuple[str, int]], optional): The
+            aggregations with their keys, each under every :math:`u`.
+            (default: :data:`AGGREGATION_CHOICES`)
     """
     def __init__(self, rules: AppliedRules, unseen: Sequence[float],
-                 aggregations: Sequence[str] = AGGREGATION_CHOICES):
+                 aggregations: Sequence[Tuple[str, int]] = AGGREGATION_CHOICES
+                 ):
         super().__init__()
         self.rules = rules
         self.unseen = [float(u) for u in unseen]
@@ -192,7 +199,7 @@ class ScorerChoice(NamedTuple):
     #: triples.
     valid_ranks: Optional[List[Ranks]] = None
     #: The aggregation of the rules.
-    aggregation: str = AGGREGATION_CHOICES[0]
+    aggregation: str = AGGREGATION_CHOICES[0][0]
 
 
 def choose_scorer(model: Module, data: Any, num_steps: int,
@@ -202,7 +209,7 @@ def choose_scorer(model: Module, data: Any, num_steps: int,
                   mined: Optional[MinedCounts] = None,
                   deadline: Optional[float] = None,
                   seed: int = 0,
-                  aggregations: Sequence[str] = AGGREGATION_CHOICES
+                  aggregations: Sequence[Tuple[str, int]] = AGGREGATION_CHOICES
                   ) -> ScorerChoice:
     r"""Mines the applied rules of length at most :obj:`num_steps` with
     :obj:`model` as tie-break, with the confidences
@@ -242,10 +249,10 @@ def choose_scorer(model: Module, data: Any, num_steps: int,
             choice is made on those.
             (default: :obj:`None`, every validation triple)
         seed (int, optional): Seed of that order. (default: :obj:`0`)
-        aggregations (Sequence[str], optional): The rules' aggregations
-            (:class:`~pyg_degreembed.AppliedRules`) to choose from with
-            :math:`u`, the preferred first. (default:
-            :data:`AGGREGATION_CHOICES`)
+        aggregations (Sequence[Tuple[str, int]], optional): The rules'
+            aggregations (:class:`~pyg_degreembed.AppliedRules`), each with
+            its number of keys, to choose from with :math:`u`, the
+            preferred first. (default: :data:`AGGREGATION_CHOICES`)
     """
     if scorer not in ('auto', 'rules'):
         raise ValueError(f"'scorer' must be 'auto' or 'rules', got "
@@ -271,17 +278,18 @@ def choose_scorer(model: Module, data: Any, num_steps: int,
     if not aggregations:
         raise ValueError("'aggregations' must hold at least one value")
 
-    def mine(u, aggregation=aggregations[0]):
+    def mine(u, setting=aggregations[0]):
         return AppliedRules.mine(data, num_steps, unseen=u, tie_break=model,
                                  counts=counts, constants=constants,
                                  constant_counts=constant_counts,
-                                 aggregation=aggregation).to(device)
+                                 aggregation=setting[0],
+                                 num_keys=setting[1]).to(device)
 
     if kg.valid_edge_type.numel() == 0:
         applied = mine(unseen[0])
         return ScorerChoice(applied, 'rules', 'no validation triples to '
                             'choose on', applied, time.perf_counter() - start,
-                            unseen=unseen[0], aggregation=aggregations[0])
+                            unseen=unseen[0], aggregation=aggregations[0][0])
     # One pass over the validation queries: the rules' bodies followed and
     # the model run once, the rules scored under each u (those mined with
     # the smallest u hold every constant rule that a larger one keeps).
@@ -298,19 +306,20 @@ def choose_scorer(model: Module, data: Any, num_steps: int,
         return ScorerChoice(model, 'model', f'the applied rules cannot rank '
                             f'on this graph ({e}); the model ranks',
                             applied_smallest, time.perf_counter() - start,
-                            unseen=smallest, aggregation=aggregations[0])
+                            unseen=smallest, aggregation=aggregations[0][0])
     settings = [(u, a) for u in unseen for a in aggregations]
     mrr = [ranks.metrics()['mrr'] for ranks in ranked]
     best = mrr.index(max(mrr))
-    rules_ranks, (u, aggregation) = ranked[best], settings[best]
-    applied = mine(u, aggregation) if u != smallest or \
-        aggregation != aggregations[0] else applied_smallest
+    rules_ranks, (u, setting) = ranked[best], settings[best]
+    aggregation = setting[0]
+    applied = mine(u, setting) if u != smallest or \
+        setting != aggregations[0] else applied_smallest
     shown = model_ranks.relation.numel() // 2
     reason = ('' if shown == valid.size(1) else
               f'on {shown} of {valid.size(1)} validation triples, ') + \
         'validation MRR: applied rules ' + ', '.join(
             f'{value:.4f} (u = {u_:g}' +
-            (f', {a})' if len(aggregations) > 1 else ')')
+            (f', {a[0]} of {a[1]})' if len(aggregations) > 1 else ')')
             for (u_, a), value in zip(settings, mrr))
     if scorer == 'rules':
         return ScorerChoice(applied, 'rules', f'asked for; {reason}',
