@@ -2,7 +2,7 @@
 accuracy issue (not yet a scorer of the package).
 
     python benchmarks/combination.py [--datasets family kinship umls]
-        [--time-budget 120]
+        [--time-budget 120] [--steps 2] [--output combination.json]
 
 Per dataset: the default command (``pyg-degreembed train --dataset X
 --time-budget B``) trains the model and records its test MRR (the
@@ -79,6 +79,8 @@ def main():
                         default=['family', 'kinship', 'umls'])
     parser.add_argument('--time-budget', type=float, default=120.)
     parser.add_argument('--steps', type=int, default=2)
+    parser.add_argument('--output', default='combination.json',
+                        help='the file written in results/')
     args = parser.parse_args()
     rows = []
     for name in args.datasets:
@@ -108,8 +110,7 @@ def main():
                      'chosen_on_valid': best, 'grid': grid})
         print(json.dumps(rows[-1]['chosen_on_valid']), 'default',
               rows[-1]['default_test_mrr'])
-    print(write_json('combination.json', {'rows': rows,
-                                          'machine': machine()}))
+    print(write_json(args.output, {'rows': rows, 'machine': machine()}))
 
 
 if __name__ == '__main__':
