@@ -268,12 +268,14 @@ def entity_index(data: Data, entity: Union[int, str, Tuple[str, int]]
     typed KG, e.g. from a :obj:`HeteroData`) read as the
     :obj:`local_id`-th entity of that node type."""
     if isinstance(entity, tuple):
-        type_names = list(getattr(data, 'node_type_names', None) or [])
-        if len(entity) != 2 or entity[0] not in type_names:
+        typed = _node_types(data)
+        type_names = [] if typed is None else typed[1]
+        if typed is None or len(entity) != 2 or \
+                entity[0] not in type_names:
             raise ValueError(f'Unknown entity {entity!r} (a pair is '
                              f'(node type, id) of a typed KG; node types: '
                              f"{', '.join(type_names) or 'none'})")
-        members = (data.node_type == type_names.index(entity[0])).nonzero()
+        members = (typed[0] == type_names.index(entity[0])).nonzero()
         if not 0 <= entity[1] < members.numel():
             raise ValueError(f'Unknown entity {entity!r}: node type '
                              f'{entity[0]!r} has ids in [0, '
@@ -287,14 +289,23 @@ def entity_index(data: Data, entity: Union[int, str, Tuple[str, int]]
     return list(names).index(entity)
 
 
+def _node_types(data: Data) -> Optional[Tuple[Tensor, List[str]]]:
+    # The node type of each entity and the types' names of a typed KG, else
+    # None.
+    type_names = getattr(data, 'node_type_names', None)
+    if 'node_type' not in data or not type_names:
+        return None
+    return data.node_type, list(type_names)
+
+
 def typed_entity(data: Data, entity: int) -> Optional[Tuple[str, int]]:
     r"""The pair :obj:`(node_type, local_id)` of entity :obj:`entity` in a
     typed KG (the inverse of :func:`entity_index` of a pair); :obj:`None`
     in an untyped one."""
-    type_names = getattr(data, 'node_type_names', None)
-    if 'node_type' not in data or not type_names:
+    typed = _node_types(data)
+    if typed is None:
         return None
-    node_type = data.node_type
+    node_type, type_names = typed
     t = int(node_type[entity])
     return type_names[t], int((node_type[:entity] == t).sum())
 
@@ -308,10 +319,10 @@ def scores_by_node_type(data: Data, scores: Tensor) -> Dict[str, Tensor]:
     if scores.size(-1) != data.num_nodes:
         raise ValueError(f"'scores' must have {data.num_nodes} columns (one "
                          f'per entity), got {scores.size(-1)}')
-    type_names = getattr(data, 'node_type_names', None)
-    if 'node_type' not in data or not type_names:
+    typed = _node_types(data)
+    if typed is None:
         return {NODE_TYPE: scores}
-    node_type = data.node_type.to(scores.device)
+    node_type, type_names = typed[0].to(scores.device), typed[1]
     return {name: scores[..., (node_type == t).nonzero().view(-1)]
             for t, name in enumerate(type_names)}
 

@@ -71,6 +71,13 @@ from pyg_degreembed.interpret.rules import Rule, format_atom
 AGGREGATIONS = ('max-plus', 'noisy-or')
 
 
+def check_aggregation(aggregation: Any):
+    r"""Refuses an aggregation that is not one of :data:`AGGREGATIONS`."""
+    if aggregation not in AGGREGATIONS:
+        raise ValueError(f"'aggregation' must be one of {AGGREGATIONS}, got "
+                         f'{aggregation!r}')
+
+
 class AppliedRules(Module):
     r"""Ranks answers with explicit rules and their empirical confidences
     (see the module's description).  Build it with :meth:`mine`.
@@ -133,9 +140,7 @@ class AppliedRules(Module):
                  aggregation: str = 'max-plus'):
         super().__init__()
         check_positive_ints(num_relations=num_relations, num_keys=num_keys)
-        if aggregation not in AGGREGATIONS:
-            raise ValueError(f"'aggregation' must be one of {AGGREGATIONS}, "
-                             f'got {aggregation!r}')
+        check_aggregation(aggregation)
         self.aggregation = aggregation
         check_rule_length(num_steps)
         self.num_relations = num_relations
@@ -490,12 +495,11 @@ class AppliedRules(Module):
         """
         aggregations = [(self.aggregation, self.num_keys)] \
             if aggregations is None else list(aggregations)
-        bad = [a for a, keys in aggregations if a not in AGGREGATIONS or
-               not isinstance(keys, int) or keys < 1]
-        if bad or not aggregations:
-            raise ValueError(f"'aggregations' must hold pairs (one of "
-                             f'{AGGREGATIONS}, keys >= 1), got '
-                             f'{aggregations!r}')
+        if not aggregations:
+            raise ValueError("'aggregations' must hold at least one pair")
+        for aggregation, keys in aggregations:
+            check_aggregation(aggregation)
+            check_positive_ints(num_keys=keys)
         most = max(keys for _, keys in aggregations)
         if self.support is None or self.groundings is None or \
                 self.tie_break is None:

@@ -299,7 +299,7 @@ def _check_weights(state: Any, shapes: Dict[str, tuple], path: str,
 
 def _check_rules(rules: Any, R: int, num_nodes: Any, path: str):
     from pyg_degreembed.data.kg import check_positive_ints, check_rule_length
-    from pyg_degreembed.interpret.applied_rules import AGGREGATIONS
+    from pyg_degreembed.interpret.applied_rules import check_aggregation
     from pyg_degreembed.interpret.constant_rules import ConstantRules
     _known_keys(rules, RULES_FIELDS, path, 'rules')
     config = rules.get('config')
@@ -308,9 +308,7 @@ def _check_rules(rules: Any, R: int, num_nodes: Any, path: str):
     try:
         check_rule_length(config.get('num_steps'))
         check_positive_ints(num_keys=config.get('num_keys'))
-        if config.get('aggregation', 'max-plus') not in AGGREGATIONS:
-            raise ValueError(f"'aggregation' must be one of {AGGREGATIONS}, "
-                             f"got {config.get('aggregation')!r}")
+        check_aggregation(config.get('aggregation', 'max-plus'))
     except ValueError as e:
         raise _field_error(path, 'rules.config', str(e)) from None
     if config.get('num_relations') != R:
