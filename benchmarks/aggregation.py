@@ -3,6 +3,7 @@
     python benchmarks/aggregation.py [--datasets family kinship umls]
         [--steps 2] [--keys 3 10 50]
     python benchmarks/aggregation.py --end-to-end [--time-budget 120]
+        [--compare max-plus auto] [--output aggregation_end_to_end.json]
 
 Per dataset: the applied rules (``AppliedRules.mine``, rule length
 ``--steps``, constant rules included, u = 200, no tie-break model, so that
@@ -13,11 +14,12 @@ test MRR under realistic ties (optimistic beside it).  Writes
 ``results/aggregation.json``.
 
 ``--end-to-end``: the default command, ``pyg-degreembed train --dataset X
---time-budget B``, with ``--aggregation max-plus`` (the default) and
-``--aggregation auto`` (max-plus of 3 rules or noisy-or of 50, chosen with u
-on validation; the model as tie-break and the per-relation choice as usual),
-one run after the other; the test MRR (realistic ties), the validation MRR
-of the choice and its line.  Writes ``results/aggregation_end_to_end.json``.
+--time-budget B``, with each ``--aggregation`` of ``--compare`` (by
+default ``max-plus`` and ``auto``: every aggregation of
+``AGGREGATION_SETTINGS`` chosen with u on validation; the model as
+tie-break and the per-relation choice as usual), one run after the other;
+the test MRR (realistic ties), the validation MRR of the choice and its
+line.  Writes ``results/aggregation_end_to_end.json`` (``--output``).
 """
 import argparse
 import json
@@ -34,10 +36,10 @@ from pyg_degreembed.interpret.applied_rules import AGGREGATIONS, rule_counts
 from pyg_degreembed.interpret.constant_rules import constant_rule_counts
 
 
-def end_to_end(datasets, budget: float):
+def end_to_end(datasets, budget: float, compare, output: str):
     rows = []
     for name in datasets:
-        for aggregation in ('max-plus', 'auto'):
+        for aggregation in compare:
             with tempfile.TemporaryDirectory() as work:
                 checkpoint = os.path.join(work, 'run.pt')
                 start = time.perf_counter()
@@ -63,8 +65,7 @@ def end_to_end(datasets, budget: float):
                    'choice': choice, 'wall_seconds': round(seconds, 1)}
             print(json.dumps(row), flush=True)
             rows.append(row)
-    print(write_json('aggregation_end_to_end.json',
-                     {'rows': rows, 'machine': machine()}))
+    print(write_json(output, {'rows': rows, 'machine': machine()}))
 
 
 def main():
@@ -75,9 +76,13 @@ def main():
     parser.add_argument('--keys', type=int, nargs='+', default=[3, 10, 50])
     parser.add_argument('--end-to-end', action='store_true')
     parser.add_argument('--time-budget', type=float, default=120.)
+    parser.add_argument('--compare', nargs='+', default=['max-plus', 'auto'])
+    parser.add_argument('--output', default='aggregation_end_to_end.json',
+                        help='the file of --end-to-end in results/')
     args = parser.parse_args()
     if args.end_to_end:
-        return end_to_end(args.datasets, args.time_budget)
+        return end_to_end(args.datasets, args.time_budget, args.compare,
+                          args.output)
     rows = []
     for name in args.datasets:
         kg = load_benchmark(name)

@@ -1,4 +1,5 @@
 import itertools
+import math
 
 import pytest
 import torch
@@ -6,12 +7,14 @@ import torch
 from pyg_degreembed import (RuleReasoner, compute_ranks, from_edge_index,
                             resolve_graph)
 from pyg_degreembed.evaluation.ranks import Ranks
-from pyg_degreembed.interpret.applied_rules import (AppliedRules, _dense_rank,
+from pyg_degreembed.interpret.applied_rules import (Aggregation, AppliedRules,
+                                                    _dense_rank,
                                                     _pack_rows, rule_counts,
                                                     type_counts)
 from pyg_degreembed.interpret.paths import pattern_of
 from pyg_degreembed.training.checkpoint import scorer_from_checkpoint
-from pyg_degreembed.training.scorer import (PerRelationScorer, UnseenChoices,
+from pyg_degreembed.training.scorer import (AGGREGATION_SETTINGS,
+                                            PerRelationScorer, UnseenChoices,
                                             choose_scorer,
                                             chosen_reciprocal_ranks,
                                             relation_choice)
@@ -374,22 +377,33 @@ def test_choose_scorer_per_query_relation_on_validation():
         choose_scorer(model, data, 2, scorer='model')
     with pytest.raises(ValueError, match='at least one'):
         choose_scorer(model, data, 2, unseen=())
-    # u and the aggregation chosen together: the best of every pair (the
-    # earlier among equals), as ranking with each alone.
-    pairs = (('max-plus', 3), ('noisy-or', 10))
-    settings = list(itertools.product(unseen, pairs))
-    alone = [compute_ranks(AppliedRules.mine(
-        data, 2, tie_break=model, unseen=u, aggregation=a, num_keys=k),
-        data, 'valid') for u, (a, k) in settings]
-    mrr = [ranks.metrics()['mrr'] for ranks in alone]
+    # u chosen under the first aggregation, then the aggregation under that
+    # u (the earlier among equals), as ranking with each alone. (With a
+    # model's weight too: the combined score.)
+    pairs = (('max-plus', 3), ('noisy-or', 10), ('noisy-or', 2, 0.4))
+
+    def alone(u, a):
+        return compute_ranks(AppliedRules.mine(
+            data, 2, tie_break=model, unseen=u, aggregation=a[0],
+            num_keys=a[1], model_weight=a[2] if len(a) > 2 else 0.),
+            data, 'valid')
+
+    by_u = [alone(u, pairs[0]) for u in unseen]
+    mrr = [ranks.metrics()['mrr'] for ranks in by_u]
+    u = unseen[mrr.index(max(mrr))]
+    by_aggregation = [alone(u, a) for a in pairs]
+    mrr = [ranks.metrics()['mrr'] for ranks in by_aggregation]
+    a = pairs[mrr.index(max(mrr))]
     both = choose_scorer(model, data, 2, scorer='rules', unseen=unseen,
                          aggregations=pairs)
-    best = mrr.index(max(mrr))
-    u, (a, k) = settings[best]
-    assert (both.unseen, both.aggregation) == (u, a)
-    assert (both.applied.aggregation, both.applied.num_keys) == (a, k)
-    assert both.reason.count('noisy-or') == len(unseen)
-    for got, want in zip(both.valid_ranks, alone):
+    assert both.unseen == u and both.aggregation == Aggregation(*a)
+    assert (both.applied.aggregation, both.applied.num_keys,
+            both.applied.model_weight) == Aggregation(*a)
+    assert both.reason.count('noisy-or') == 2
+    assert both.reason.count('and the model (weight 0.4)') == 1
+    for got, want in zip(both.valid_ranks + both.aggregation_ranks,
+                         by_u + [model_ranks] + by_aggregation +
+                         [model_ranks]):
         assert torch.equal(got.ranks['realistic'], want.ranks['realistic'])
 
 
@@ -438,7 +452,8 @@ def test_the_choice_per_relation_decides_where_each_scorer_wins():
     data = from_edge_index(train[[0, 2]], train[1], num_nodes=60,
                            num_relations=4, splits=splits)
     oracle = ValidationOracle(r3_valid, 3, 4, 60)
-    choice = choose_scorer(oracle, data, 2, unseen=(200., 5.))
+    choice = choose_scorer(oracle, data, 2, unseen=(200., 5.),
+                           aggregations=AGGREGATION_SETTINGS['max-plus'])
     # By construction: the model for r3 and inv_r3; the rules for r2 and
     # inv_r2 and, having the better MRR over all, where no query is.
     expected = torch.zeros(8, dtype=torch.bool)
@@ -450,6 +465,15 @@ def test_the_choice_per_relation_decides_where_each_scorer_wins():
     assert (model_ranks.ranks['realistic'][r3] == 1).all()
     assert (rules_ranks.ranks['realistic'][r3] > 1).all()
     assert (rules_ranks.ranks['realistic'][~r3] == 1).all()
+    # Combined, rules and model need no choice: the oracle's answer (its
+    # evidence at least 0.1) outranks the wrong answers of r3 <= r0 (their
+    # confidence 30 / (30 + 200), so rank 1 at u = 200 takes a weight of
+    # 0.3 or more), and the rules' answers stay first elsewhere.
+    both = choose_scorer(oracle, data, 2, unseen=(200., 5.))
+    assert both.name == 'rules' and both.unseen == 200.
+    assert both.aggregation.model_weight >= 0.3
+    mrr = [r.metrics()['mrr'] for r in both.aggregation_ranks[:-1]]
+    assert mrr.index(max(mrr)) > 0 and max(mrr) == 1.
 
 
 def test_per_relation_scorer_from_a_checkpoint_payload():
@@ -498,14 +522,16 @@ def test_scores_under_several_unseen_equal_each_mined_alone(seed, leave_out):
         assert torch.equal(scores[-1],
                            model(graph, head, relation, **extra).double())
     # Under each aggregation too (u first), as the rules mined with both.
-    both = (('max-plus', 3), ('noisy-or', 5), ('max-plus', 1))
+    both = (('max-plus', 3), ('noisy-or', 5), ('max-plus', 1),
+            ('noisy-or', 2, 0.3))
     scores = mined[0].score_with_unseen(graph, head, relation, unseen,
                                         aggregations=both, **extra)
-    assert scores.shape[0] == 3 * len(unseen) + 1
-    for got, (u, (a, k)) in zip(scores, itertools.product(unseen, both)):
+    assert scores.shape[0] == len(both) * len(unseen) + 1
+    for got, (u, a) in zip(scores, itertools.product(unseen, both)):
         applied = AppliedRules.mine(data, 2, min_support=1, unseen=u,
-                                    tie_break=model, aggregation=a,
-                                    num_keys=k)
+                                    tie_break=model, aggregation=a[0],
+                                    num_keys=a[1], model_weight=a[2]
+                                    if len(a) > 2 else 0.)
         assert torch.equal(got, applied(graph, head, relation, **extra))
     # compute_ranks ranks each at once: as ranking each alone.
     choices = UnseenChoices(mined[0], unseen)
@@ -580,3 +606,72 @@ def test_noisy_or_aggregation_on_a_hand_worked_example():
     assert 'aggregation' not in AppliedRules(**rules).config()
     with pytest.raises(ValueError, match="'aggregation' must be one of"):
         AppliedRules(**rules, aggregation='sum')
+
+
+class FixedScores(torch.nn.Module):
+    r"""A stand-in model: the same scores for every query."""
+    def __init__(self, scores):
+        super().__init__()
+        self.register_buffer('scores', torch.tensor(scores))
+
+    def forward(self, graph, head, relation, remove_tail=None):
+        return self.scores.expand(head.numel(), -1)
+
+
+def test_rules_and_model_combined_on_a_hand_worked_example():
+    # The rules of the noisy-or example, and a model that scores A 1 and the
+    # entity no rule reaches 4 (the query's best). With the model's weight
+    # 0.9, its evidence is 0.9 for `none` and 0.9 / 4 = 0.225 for A:
+    # none 0.9 > B = C = 0.75 (C first: its best rule is better) > A
+    # 1 - 0.375 * 0.775 = 0.709375.
+    edge_index = torch.tensor([[0, 0, 0, 0], [1, 2, 2, 3]])
+    edge_type = torch.tensor([1, 2, 3, 4])
+    rules = dict(num_relations=5, num_steps=1,
+                 relation=torch.zeros(4, dtype=torch.long),
+                 pattern=torch.tensor([1, 2, 3, 4]) + 1,
+                 confidence=torch.tensor([0.625, 0.5, 0.5, 0.75]),
+                 aggregation='noisy-or',
+                 tie_break=FixedScores([0., 1., 0., 0., 4.]))
+    head, relation = torch.tensor([0]), torch.tensor([0])
+    A, B, C, none = 1, 2, 3, 4
+    combined = AppliedRules(**rules, model_weight=0.9)
+    graph = resolve_graph(edge_index, edge_type, 5, num_relations=5)
+    scores = combined(graph, head, relation)[0]
+    assert sorted((A, B, C, none), key=lambda e: -float(scores[e])) == \
+        [none, C, B, A]
+    assert scores[[A, B, C, none]].tolist() == pytest.approx(
+        [0.709375, 0.75, 0.75, 0.9], abs=1e-8)
+    assert float(scores[C]) > float(scores[B])
+    # A query that no rule answers: the model's evidence alone.
+    assert combined(graph, torch.tensor([4]), relation)[0].tolist() == \
+        pytest.approx([0., 0.225, 0., 0., 0.9], abs=1e-8)
+    # The parts shown: A's rule and the model; in evidence -log(1 - p)
+    # they add up to the score's.
+    evidence = combined.evidence(graph, 0, 0, A)
+    assert [p for _, p in evidence.parts] == pytest.approx([0.625, 0.225])
+    assert [rule.body for rule, _ in evidence.parts[:1]] == [(1, )]
+    assert evidence.parts[1][0] == 'model'
+    assert evidence.score == pytest.approx(float(scores[A]), abs=1e-8)
+    assert sum(evidence.weights) == pytest.approx(
+        -math.log(1 - evidence.score))
+    assert combined.evidence(graph, 0, 0, B).score == pytest.approx(0.75)
+    # Without the model's weight: the noisy-or ranking; kept by a payload.
+    plain = AppliedRules(**rules)
+    assert [p for _, p in plain.evidence(graph, 0, 0, A).parts] == [0.625]
+    again = AppliedRules.from_payload(combined.to_payload(),
+                                      tie_break=rules['tie_break'])
+    assert again.model_weight == 0.9
+    assert torch.equal(again(graph, head, relation), combined(
+        graph, head, relation))
+    assert 'model_weight' not in plain.config()
+    for bad, match in ((dict(model_weight=1.), r'in \[0, 1\)'),
+                       (dict(model_weight=0.5, aggregation='max-plus'),
+                        'not to .max-plus.')):
+        with pytest.raises(ValueError, match=match):
+            AppliedRules(**{**rules, **bad})
+    with pytest.raises(ValueError, match='needs the model'):
+        AppliedRules(**{**rules, 'tie_break': None}, model_weight=0.5)(
+            graph, head, relation)
+    with pytest.raises(ValueError, match='max-plus ranks'):
+        AppliedRules(**{**rules, 'aggregation': 'max-plus'}).evidence(
+            graph, 0, 0, A)

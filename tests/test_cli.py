@@ -1,4 +1,5 @@
 import json
+import math
 
 import pytest
 
@@ -208,6 +209,43 @@ def test_applied_rules_in_rules_explain_and_evaluate(trained, capsys,
         (folder / 'kinship.json').read_text())['metrics']
     assert metrics['model']['realistic']['mrr'] != \
         metrics['rules']['realistic']['mrr']
+
+
+def test_rules_and_model_combined_score_and_its_evidence(tmp_path, capsys):
+    # --aggregation combined: the rules' noisy-or with the model's evidence;
+    # explain lists the parts, whose evidence adds up to the score that
+    # predict shows.
+    kg = tmp_path / 'kg.tsv'
+    kg.write_text(''.join(f'e{i}\tr{i % 3}\te{(i * 7 + 1) % 40}\n'
+                          for i in range(300)))
+    checkpoint = str(tmp_path / 'm.pt')
+    assert main(['train', '--dataset', str(kg), '--dim', '4', '--epochs',
+                 '1', '--batch-size', '16', '--checkpoint', checkpoint,
+                 '--no-progress', '--scorer', 'rules', '--steps', '2',
+                 '--aggregation', 'combined']) == 0
+    out = capsys.readouterr().out
+    assert 'and the model (weight' in out
+    weight = load_checkpoint(checkpoint)['rules']['config']['model_weight']
+    assert weight in (0.1, 0.3, 0.5)
+    assert main(['predict', '--checkpoint', checkpoint, '--head', 'e1',
+                 '--relation', 'r1', '--k', '1', '--show-known']) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert f'the noisy-or of the applied rules and the model (weight ' \
+        f'{weight:g})' in lines[2]
+    _, score, tail = lines[3].split()[:3]
+    assert main(['explain', '--checkpoint', checkpoint, '--head', 'e1',
+                 '--relation', 'r1', '--tail', tail]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    at = next(i for i, line in enumerate(lines)
+              if line.startswith('noisy-or score '))
+    total = float(lines[at].split()[-1].rstrip(':'))
+    assert float(lines[at].split()[2]) == pytest.approx(float(score),
+                                                        rel=1e-3)
+    parts = [line.split() for line in lines[at + 1:]]
+    assert parts[-1][4:6] == ['the', 'model']
+    assert sum(float(part[0]) for part in parts) == pytest.approx(
+        total, abs=1e-3 * len(parts))
+    assert 1 - math.exp(-total) == pytest.approx(float(score), rel=1e-3)
 
 
 def model_relation(checkpoint, name):

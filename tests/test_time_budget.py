@@ -9,7 +9,8 @@ from pyg_degreembed.cli import main
 from pyg_degreembed.interpret.applied_rules import rule_counts
 from pyg_degreembed.interpret.mining import exact_seconds, mine_counts
 from pyg_degreembed.training import time_plan
-from pyg_degreembed.training.scorer import _rank_until, choose_scorer
+from pyg_degreembed.training.scorer import (AGGREGATION_SETTINGS, _rank_until,
+                                            choose_scorer)
 from pyg_degreembed.training.time_plan import TimePlan
 
 from test_sampled_rules import star_kg
@@ -64,19 +65,27 @@ def test_the_choice_ranks_validation_triples_until_its_deadline():
                          data.valid_edge_index[1]])
     # No deadline: every triple, as compute_ranks ranks them (a list of
     # the model's rankings: one).
-    full, = _rank_until(model, data, valid, None, 0)
+    full, = _rank_until(model, data, valid, None)
     want = compute_ranks(model, data, 'valid')
     assert torch.equal(full.ranks['realistic'], want.ranks['realistic'])
-    # A deadline passed: the first 256 triples of the seeded order, both
-    # directions, ranked as compute_ranks ranks them alone.
-    part, = _rank_until(model, data, valid, time.perf_counter() - 1., 0)
+    # A deadline passed: the first 256 triples, both directions, ranked as
+    # compute_ranks ranks them alone.
+    part, = _rank_until(model, data, valid, time.perf_counter() - 1.)
+    alone = compute_ranks(model, data, valid[:, :256])
+    assert torch.equal(part.ranks['realistic'], alone.ranks['realistic'])
+    # The choice: the first 256 of a seeded order (u, then the aggregation
+    # on the same triples).
+    choice = choose_scorer(model, data, 2, deadline=time.perf_counter() - 1.,
+                           aggregations=AGGREGATION_SETTINGS['max-plus'] +
+                           AGGREGATION_SETTINGS['combined'][:1])
+    assert f'on 256 of {valid.size(1)} validation triples' in choice.reason
+    assert all(r.relation.numel() == 512 for r in choice.valid_ranks +
+               choice.aggregation_ranks)
     order = torch.randperm(valid.size(1),
                            generator=torch.Generator().manual_seed(0))
-    alone = compute_ranks(model, data, valid[:, order[:256]])
-    assert torch.equal(part.ranks['realistic'], alone.ranks['realistic'])
-    choice = choose_scorer(model, data, 2, deadline=time.perf_counter() - 1.)
-    assert f'on 256 of {valid.size(1)} validation triples' in choice.reason
-    assert all(r.relation.numel() == 512 for r in choice.valid_ranks)
+    assert torch.equal(choice.valid_ranks[-1].ranks['realistic'],
+                       compute_ranks(model, data, valid[:, order[:256]])
+                       .ranks['realistic'])
 
 
 def test_train_keeps_to_its_budget(tmp_path, capsys):

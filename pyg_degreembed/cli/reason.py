@@ -123,10 +123,10 @@ def cmd_evaluate(args):
     if isinstance(scorer, PerRelationScorer):
         print(f'scorer: per query relation, the model '
               f'({int(scorer.use_model.sum())} of {scorer.use_model.numel()}'
-              ') or the applied rules, the model as their tie-break '
+              f') or {_rules_ranking(scorer.rules)} '
               '(--scorer rules|model: one of them)')
     elif scorer is not model:
-        print('scorer: the applied rules, the model as tie-break '
+        print(f'scorer: {_rules_ranking(scorer)} '
               '(--scorer model: the model alone)')
     _report(scorer, data, args.split, args.json, typed=not args.untyped)
 
@@ -150,11 +150,10 @@ def cmd_predict(args):
     else:
         print(f'filter: answers already in the KG (any split) are left out '
               f'(--show-known lists them){head_note}')
-    if isinstance(scorer, PerRelationScorer) and \
-            scorer.use_model[relation]:
-        scorer = model  # the model ranks this query relation
+    if isinstance(scorer, PerRelationScorer):  # one ranks this relation
+        scorer = model if scorer.use_model[relation] else scorer.rules
     what = "the model's sum over rule paths" if scorer is model else \
-        'the applied rules, the model breaking ties'
+        _rules_ranking(scorer)
     print(f"{'rank':>4}  {'score':>10}  entity    (score: {what}; higher "
           'first; not a probability)')
     for place, answer in enumerate(answers, start=1):
@@ -224,6 +223,25 @@ def _applied_rules(args, payload, model, data, relation):
         save_json(args.json, out)
 
 
+def _rules_ranking(applied) -> str:
+    # How applied rules rank, in words.
+    if applied.model_weight:
+        return ('the noisy-or of the applied rules and the model (weight '
+                f'{applied.model_weight:g})')
+    return f'the applied rules ({applied.aggregation}), the model as tie-break'
+
+
+def _print_evidence(evidence, data):
+    # The parts of a noisy-or score, each with its evidence -log(1 - p).
+    print(f'noisy-or score {evidence.score:.6g} = 1 - prod(1 - p) of the '
+          'parts below; their evidence -log(1 - p) adds up to '
+          f'{sum(evidence.weights):.6g}:')
+    for (part, p), weight in zip(evidence.parts, evidence.weights):
+        text = "the model (its score over the query's best, times the " \
+            'weight)' if part == 'model' else _rule_text(part, data)
+        print(f'  {weight:8.4f}  p = {p:.4g}  {text}')
+
+
 def cmd_explain(args):
     if args.k < 0:
         raise CLIError(f'--k must be at least 0, got {args.k}')
@@ -250,7 +268,7 @@ def cmd_explain(args):
                                ranker.use_model[relation]):
             role = 'the model ranks this query relation, not they'
         else:
-            role = 'they rank it, the model breaks ties'
+            role = f'ranked by {_rules_ranking(applied)}'
         print(f'applied rules that reach {args.tail} (best first; {role}):')
         for rule in rules[:args.k]:
             print('  ' + _rule_text(rule, data))
@@ -259,6 +277,9 @@ def cmd_explain(args):
         if answer_type is not None:
             print('  best answer-type rule: ' +
                   answer_type.format(data.relation_names))
+        if applied.aggregation == 'noisy-or':
+            _print_evidence(applied.evidence(data, head, relation, tail),
+                            data)
     if args.plot:
         from pyg_degreembed.interpret.plot import plot_explanation
         plot_explanation(result, args.plot, data.entity_names,

@@ -23,7 +23,8 @@ from pyg_degreembed.training.config import TrainConfig
 from pyg_degreembed.training.distributed import init_from_env, world
 from pyg_degreembed.training.files import check_output, exclusive, input_files
 from pyg_degreembed.training.loop import fit
-from pyg_degreembed.training.scorer import AGGREGATION_SETTINGS, choose_scorer
+from pyg_degreembed.training.scorer import (AGGREGATION_SETTINGS,
+                                            choose_scorer, describe)
 from pyg_degreembed.training.time_plan import DEFAULT_SECONDS, TimePlan
 
 MODELS = {
@@ -58,13 +59,14 @@ def _train_parser(sub):
                    "trained model breaking ties; 'model', the model's own "
                    "score (the paper's); 'auto', per query relation the one "
                    "with the better validation MRR")
-    p.add_argument('--aggregation', default='max-plus',
-                   choices=['max-plus', 'noisy-or', 'auto'],
+    p.add_argument('--aggregation', default='auto',
+                   choices=['max-plus', 'noisy-or', 'combined', 'auto'],
                    help="how the rules that reach an answer rank it: "
                    "'noisy-or', 1 - prod(1 - confidence) of its best rules "
                    "first, then as 'max-plus', the best rule first, ties "
-                   "by the next; 'auto', the one with the better "
-                   "validation MRR")
+                   "by the next; 'combined', the noisy-or of the rules and "
+                   "of the model's score scaled to the query's best, with "
+                   "a weight; 'auto', the one with the best validation MRR")
     p.add_argument('--rank', type=int, default=model_default['rank'],
                    help='rank T (neurallp always uses 1)')
     p.add_argument('--dim', type=int, default=model_default['embedding_dim'],
@@ -254,9 +256,10 @@ def _train(args, config, plan, source, checkpoint, device, process):
                        'with --resume)')
     scorer = model
     if mine:
-        aggregations = [setting for name, setting in
+        aggregations = [setting for name, settings in
                         AGGREGATION_SETTINGS.items()
-                        if args.aggregation in (name, 'auto')]
+                        if args.aggregation in (name, 'auto')
+                        for setting in settings]
         choice = choose_scorer(model, data, args.steps, args.scorer, device,
                                mined=mined, deadline=plan.deadline(),
                                seed=args.seed, aggregations=aggregations)
@@ -266,8 +269,8 @@ def _train(args, config, plan, source, checkpoint, device, process):
             print(f'applied rules: {choice.applied.rule_key.numel()} path '
                   f'rules of length <= {args.steps}, '
                   f'{0 if constants is None else len(constants)} constant '
-                  f'rules, {choice.aggregation}, the model as tie-break '
-                  f'(choice {choice.mining_seconds:.1f}s)')
+                  f'rules, {describe(choice.aggregation)}, the model as '
+                  f'tie-break (choice {choice.mining_seconds:.1f}s)')
             if args.scorer == 'auto':
                 print(f'scorer: {choice.name} ({choice.reason})')
             payload = load_checkpoint(checkpoint)

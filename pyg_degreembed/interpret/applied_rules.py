@@ -36,10 +36,26 @@ answer-type rule, then, if a :obj:`tie_break` model is given, by that
 model's score.  With :obj:`aggregation="noisy-or"` the candidates are
 ranked first by the noisy-or of the confidences of their :obj:`num_keys`
 best rules, :math:`1 - \prod_r (1 - \mathrm{conf}_r)` (independent evidence
-adds up), then as above (AnyBURL's noisy-or over the top rules).
+adds up), then as above by the best :data:`TIE_KEYS` of them (AnyBURL's
+noisy-or over the top rules).
 :meth:`AppliedRules.forward` returns scores that order the candidates
 exactly so (equal keys, equal scores).
+
+**Rules and model combined.** With :obj:`model_weight` :math:`\alpha > 0`
+(noisy-or only), the tie-break model's score :math:`s` is one more piece of
+evidence, its score scaled to the query's best:
+
+.. math::
+    \mathrm{score}(h, q, y) = 1 - \prod_{r} (1 - \mathrm{conf}_r) \,
+    \Bigl(1 - \alpha \, \frac{\max(s(h, q, y), 0)}
+    {\max_{y'} s(h, q, y')}\Bigr),
+
+so that a candidate no rule reaches can still outrank one reached by weak
+rules; equal scores are ordered by the keys above (an added
+:math:`10^{-9}` of their order).  In evidence :math:`-\log(1 - p)` the
+parts add up: :meth:`AppliedRules.evidence` lists them.
 """
+import math
 import weakref
 from dataclasses import dataclass
 from typing import (Any, Dict, List, NamedTuple, Optional, Sequence, Tuple,
@@ -69,13 +85,39 @@ from pyg_degreembed.interpret.rules import Rule, format_atom
 #: How the rules that reach a candidate make its rank (see the module's
 #: description).
 AGGREGATIONS = ('max-plus', 'noisy-or')
+#: How many of its best rules break the ties of a candidate's noisy-or (by
+#: max-plus).
+TIE_KEYS = 3
+#: The order of a combined score's ranking keys added to it (see the
+#: module's description).
+KEY_WEIGHT = 1e-9
 
 
-def check_aggregation(aggregation: Any):
-    r"""Refuses an aggregation that is not one of :data:`AGGREGATIONS`."""
+class Aggregation(NamedTuple):
+    r"""How :class:`AppliedRules` make a candidate's score (see the
+    module's description)."""
+    #: One of :data:`AGGREGATIONS`.
+    name: str
+    #: The rules compared per candidate (best first).
+    num_keys: int
+    #: The weight :math:`\alpha` of the tie-break model's evidence.
+    model_weight: float = 0.
+
+
+def check_aggregation(aggregation: Any, model_weight: Any = 0.):
+    r"""Refuses an aggregation that is not one of :data:`AGGREGATIONS`,
+    and a model weight outside :math:`[0, 1)` or with max-plus."""
     if aggregation not in AGGREGATIONS:
         raise ValueError(f"'aggregation' must be one of {AGGREGATIONS}, got "
                          f'{aggregation!r}')
+    if isinstance(model_weight, bool) or \
+            not isinstance(model_weight, (int, float)) or \
+            not 0 <= model_weight < 1:
+        raise ValueError(f"'model_weight' must be a number in [0, 1), got "
+                         f'{model_weight!r}')
+    if model_weight and aggregation != 'noisy-or':
+        raise ValueError("'model_weight' adds the model to the noisy-or "
+                         f"aggregation, not to {aggregation!r}")
 
 
 class AppliedRules(Module):
@@ -115,12 +157,17 @@ class AppliedRules(Module):
         aggregation (str, optional): :obj:`"max-plus"` or
             :obj:`"noisy-or"` (see the module's description). (default:
             :obj:`"max-plus"`)
+        model_weight (float, optional): The weight :math:`\alpha \in [0,
+            1)` of the tie-break model's evidence in the noisy-or (see the
+            module's description). (default: :obj:`0.`, the model breaks
+            ties only)
     """
     num_relations: int
     num_edge_types: int
     num_steps: int
     num_keys: int
     aggregation: str
+    model_weight: float
     tie_break: Optional[Module]
     constant_rules: Optional[ConstantRules]
     rule_key: Tensor
@@ -137,11 +184,12 @@ class AppliedRules(Module):
                  support: Optional[Tensor] = None,
                  groundings: Optional[Tensor] = None,
                  constant_rules: Optional[ConstantRules] = None,
-                 aggregation: str = 'max-plus'):
+                 aggregation: str = 'max-plus', model_weight: float = 0.):
         super().__init__()
         check_positive_ints(num_relations=num_relations, num_keys=num_keys)
-        check_aggregation(aggregation)
+        check_aggregation(aggregation, model_weight)
         self.aggregation = aggregation
+        self.model_weight = float(model_weight)
         check_rule_length(num_steps)
         self.num_relations = num_relations
         self.num_edge_types = 2 * num_relations
@@ -220,7 +268,8 @@ class AppliedRules(Module):
              answer_types: bool = False,
              constants: bool = True,
              constant_counts: Optional[ConstantRuleCounts] = None,
-             aggregation: str = 'max-plus') -> 'AppliedRules':
+             aggregation: str = 'max-plus', model_weight: float = 0.
+             ) -> 'AppliedRules':
         r"""Every cyclic rule of length at most :obj:`num_steps` that holds
         for at least :obj:`min_support` training queries of its relation,
         with its confidence (see the module's description).
@@ -253,6 +302,8 @@ class AppliedRules(Module):
                 for :obj:`data`, if already computed. (default: :obj:`None`)
             aggregation (str, optional): See :class:`AppliedRules`.
                 (default: :obj:`"max-plus"`)
+            model_weight (float, optional): See :class:`AppliedRules`.
+                (default: :obj:`0.`)
         """
         if counts is None:
             counts = rule_counts(data, num_steps)
@@ -273,7 +324,7 @@ class AppliedRules(Module):
                    counts.relation[keep], counts.pattern[keep], confidence,
                    num_keys, tie_break, type_confidence,
                    counts.support[keep], counts.groundings[keep],
-                   constant_rules, aggregation)
+                   constant_rules, aggregation, model_weight)
 
     def config(self) -> dict:
         r"""The constructor arguments other than the tensors and the
@@ -283,6 +334,8 @@ class AppliedRules(Module):
             num_keys=self.num_keys)
         if self.aggregation != 'max-plus':  # files of max-plus as before
             config['aggregation'] = self.aggregation
+        if self.model_weight:
+            config['model_weight'] = self.model_weight
         return config
 
     def to_payload(self) -> dict:
@@ -387,21 +440,22 @@ class AppliedRules(Module):
         :rtype: :class:`torch.Tensor` of shape :obj:`[B, N, num_keys]`
         """
         B, N = head.numel(), graph.num_nodes
-        cell, levels, values = self._fired(graph, head, relation,
-                                           remove_tail)
-        out = values.new_zeros(B * N, self.num_keys)
-        out[cell] = values[levels]
+        best = self._fired(graph, head, relation, remove_tail,
+                           self.num_keys)
+        out = best.values.new_zeros(B * N, self.num_keys)
+        out[best.cells] = best.values[best.levels]
         return out.view(B, N, self.num_keys)
 
-    def _fired(self, graph, head, relation, remove_tail):
+    def _fired(self, graph, head, relation, remove_tail, num_columns):
         # The cells b * N + y that some rule reaches, sorted, their keys as
-        # confidence levels, and the confidence of each level.
+        # confidence levels (num_columns of them), and the confidence of
+        # each level (see _best_keys).
         path, constant = self._firings(graph, head, relation, remove_tail)
         tables, firings = [self.confidence], [path]
         if constant is not None:
             tables.append(self.constant_rules.confidence)
             firings.append(constant)
-        return _best_keys(firings, tables, self.num_keys)
+        return _best_keys(firings, tables, self.num_keys, num_columns)
 
     def _firings(self, graph, head, relation, remove_tail):
         # Every rule that reaches an entity y for query b: the cells
@@ -452,19 +506,55 @@ class AppliedRules(Module):
                               device=self.rule_key.device)
         head = index_tensor(head, 'head').to(graph.device)
         relation = index_tensor(relation, 'relation').to(graph.device)
+        if self.model_weight and self.tie_break is None:
+            raise ValueError("a 'model_weight' needs the model: give a "
+                             "'tie_break'")
         B, N = head.numel(), graph.num_nodes
-        cell, levels, values = self._fired(graph, head, relation,
-                                           remove_tail)
-        tail, _ = self._later_keys(graph, head, relation, remove_tail)
-        return self._score(*self._ranking_keys(levels, values), cell, tail,
-                           N).view(B, N)
+        best = self._fired(graph, head, relation, remove_tail,
+                           self.num_keys if self.aggregation == 'max-plus'
+                           else min(self.num_keys, TIE_KEYS))
+        tail, tie = self._later_keys(graph, head, relation, remove_tail)
+        keys, bound, noisy = self._ranking_keys(best, self.num_keys)
+        score = self._score(keys, bound, best.cells, tail, N)
+        if self.model_weight:
+            assert tie is not None and noisy is not None  # checked above
+            score = _combined(score, best.cells, noisy, self.model_weight *
+                              _model_probability(tie.view(B, N)).view(-1), N)
+        return score.view(B, N)
+
+    @torch.no_grad()
+    def evidence(self, graph: Any, head: int, relation: int, tail: int
+                 ) -> 'Evidence':
+        r"""The parts of the noisy-or score of :obj:`tail` for
+        :obj:`(head, relation, ?)`: its :obj:`num_keys` best rules (of
+        :meth:`explain`) and, with a :obj:`model_weight`, the model; the
+        score :meth:`forward` gives it (to the :math:`10^{-9}` of its
+        ranking keys) is their :attr:`Evidence.score`."""
+        if self.aggregation != 'noisy-or':
+            raise ValueError('max-plus ranks by the best rules, not by '
+                             'adding their evidence: see explain()')
+        rules, _ = self.explain(graph, head, relation, tail)
+        parts: List[Tuple[Union[Rule, ConstantRule, str], float]] = [
+            (rule, rule.confidence) for rule in rules[:self.num_keys]]
+        if self.model_weight:
+            if self.tie_break is None:
+                raise ValueError("a 'model_weight' needs the model: give a "
+                                 "'tie_break'")
+            graph = resolve_graph(graph, num_relations=self.num_relations,
+                                  device=self.rule_key.device)
+            query = torch.tensor([head], device=graph.device), \
+                torch.tensor([relation], device=graph.device)
+            score = self.tie_break(graph, *query).double()
+            parts.append(('model', float(
+                self.model_weight * _model_probability(score)[0, tail])))
+        return Evidence(head, relation, tail, parts)
 
     @torch.no_grad()
     def score_with_unseen(self, graph: TypedGraph, head: Tensor,
                           relation: Tensor, unseen: Sequence[float],
                           remove_tail: Optional[Tensor] = None,
                           aggregations: Optional[
-                              Sequence[Tuple[str, int]]] = None
+                              Sequence[Tuple[Any, ...]]] = None
                           ) -> Tensor:
         r"""The scores of :meth:`forward` under the confidences of several
         :math:`u` at once, and the tie-break's own scores: what
@@ -484,23 +574,26 @@ class AppliedRules(Module):
             relation (torch.Tensor): Query relations, shape :obj:`[B]`.
             unseen (Sequence[float]): The values of :math:`u`.
             remove_tail (torch.Tensor, optional): As in :meth:`forward`.
-            aggregations (Sequence[Tuple[str, int]], optional): The
+            aggregations (Sequence[Aggregation], optional): The
                 aggregations to score with, each with its number of keys
-                (:obj:`num_keys`), under every :math:`u`. (default: this
-                one's, with its keys)
+                (:obj:`num_keys`) and model weight (:obj:`0.` if left
+                out), under every :math:`u`. (default: this one's)
 
         :rtype: :class:`torch.Tensor` of shape :obj:`[S A + 1, B, N]`
             (:math:`S` values of :math:`u` in order, under each the
             :math:`A` aggregations; the tie-break's scores last)
         """
-        aggregations = [(self.aggregation, self.num_keys)] \
-            if aggregations is None else list(aggregations)
-        if not aggregations:
-            raise ValueError("'aggregations' must hold at least one pair")
-        for aggregation, keys in aggregations:
-            check_aggregation(aggregation)
+        choices = [Aggregation(*a) for a in (
+            [(self.aggregation, self.num_keys, self.model_weight)]
+            if aggregations is None else aggregations)]
+        if not choices:
+            raise ValueError("'aggregations' must hold at least one")
+        for aggregation, keys, weight in choices:
+            check_aggregation(aggregation, weight)
             check_positive_ints(num_keys=keys)
-        most = max(keys for _, keys in aggregations)
+        most = max(a.num_keys for a in choices)
+        columns = min(most, max([TIE_KEYS] + [
+            a.num_keys for a in choices if a.name == 'max-plus']))
         if self.support is None or self.groundings is None or \
                 self.tie_break is None:
             raise ValueError('scoring under other confidences needs the '
@@ -512,6 +605,8 @@ class AppliedRules(Module):
         B, N = head.numel(), graph.num_nodes
         path, constant = self._firings(graph, head, relation, remove_tail)
         tail, tie = self._later_keys(graph, head, relation, remove_tail)
+        assert tie is not None  # a tie-break is checked above
+        model = _model_probability(tie.view(B, N)).view(-1)
         out: List[Tensor] = []
         for u in unseen:
             tables = [rule_confidence(self.support, self.groundings, u)]
@@ -527,10 +622,13 @@ class AppliedRules(Module):
                 tables.append(value)
                 firings.append((constant[0][kept], constant[1][kept]))
             # The best `keys` rules of a cell are the first of the best.
-            cell, levels, values = _best_keys(firings, tables, most)
-            out.extend(self._score(*self._ranking_keys(
-                levels[:, :keys], values, a), cell, tail, N)
-                for a, keys in aggregations)
+            best = _best_keys(firings, tables, most, columns)
+            for a, keys, weight in choices:
+                ranking, bound, noisy = self._ranking_keys(best, keys, a)
+                score = self._score(ranking, bound, best.cells, tail, N)
+                out.append(score if noisy is None or not weight else
+                           _combined(score, best.cells, noisy,
+                                     weight * model, N))
         out.append(tie.view(-1))
         return torch.stack(out).view(-1, B, N)
 
@@ -549,19 +647,22 @@ class AppliedRules(Module):
             tail = tail + tie.view(-1) / (float(tie.abs().max()) + 1.)
         return tail, tie
 
-    def _ranking_keys(self, levels: Tensor, values: Tensor,
+    def _ranking_keys(self, best: 'BestKeys', num_keys: int,
                       aggregation: Optional[str] = None
-                      ) -> Tuple[Tensor, int]:
+                      ) -> Tuple[Tensor, int, Optional[Tensor]]:
         # The keys a reached cell is ranked by, as non-negative integers
-        # below the returned bound: its rules' levels (max-plus), after the
-        # dense rank of their noisy-or with aggregation="noisy-or" (this
-        # one's aggregation by default).
+        # below the returned bound: the levels of its num_keys best rules
+        # (max-plus); with aggregation="noisy-or" (this one's aggregation by
+        # default), the dense rank of their noisy-or, then the first
+        # TIE_KEYS of those levels; and the noisy-or (None with max-plus).
+        V = best.values.numel()
         if (aggregation or self.aggregation) == 'max-plus':
-            return levels, values.numel()
-        noisy = 1. - torch.prod(1. - values[levels], dim=1)
+            return best.levels[:, :num_keys], V, None
+        noisy = best.noisy_or(num_keys)
         distinct, rank = torch.unique(noisy, return_inverse=True)
-        return torch.cat([rank.view(-1, 1), levels], dim=1), \
-            max(values.numel(), distinct.numel())
+        ties = best.levels[:, :min(num_keys, TIE_KEYS)]
+        return torch.cat([rank.view(-1, 1), ties], dim=1), \
+            max(V, distinct.numel()), noisy
 
     @staticmethod
     def _score(levels, num_levels, cell, tail, N):
@@ -721,15 +822,44 @@ def type_counts(data: Any, chunk_size: int = 4096) -> Tuple[Tensor, Tensor]:
     return support, groundings
 
 
+class BestKeys(NamedTuple):
+    r"""The rules that reach each cell, best first (see
+    :func:`_best_keys`)."""
+    #: The distinct cells that rules reach, sorted, shape :obj:`[C]`.
+    cells: Tensor
+    #: Per cell, the levels of its first rules, shape :obj:`[C, columns]`.
+    levels: Tensor
+    #: The confidence of each level, shape :obj:`[V]`.
+    values: Tensor
+    #: Per cell, how many rules reach it (at most :obj:`num_keys`),
+    #: shape :obj:`[C]`.
+    counts: Tensor
+    #: The level and the place in its cell of each of those, in cell order,
+    #: best first within a cell, shapes :obj:`[F]`.
+    level: Tensor
+    position: Tensor
+
+    def noisy_or(self, num_keys: int) -> Tensor:
+        r"""Per cell, :math:`1 - \prod (1 - \mathrm{conf})` of its
+        :obj:`num_keys` best rules (summed in a fixed order: equal rules,
+        equal values), shape :obj:`[C]`."""
+        if not self.counts.numel():  # segment_reduce refuses no segments
+            return self.values.new_zeros(0)
+        take = self.position < num_keys
+        logs = torch.log1p(-self.values[self.level[take]])
+        return -torch.expm1(torch.segment_reduce(
+            logs, 'sum', lengths=self.counts.clamp(max=num_keys)))
+
+
 def _best_keys(firings: List[Tuple[Tensor, Tensor]], tables: List[Tensor],
-               num_keys: int) -> Tuple[Tensor, Tensor, Tensor]:
+               num_keys: int, num_columns: int) -> BestKeys:
     r"""The distinct cells (sorted) that rules reach and, per cell, the
     confidences of its :obj:`num_keys` best rules, best first, as levels:
     the confidences of all rules, 0 included, sorted and numbered from 0, so
     that a cell reached by fewer rules has level 0 (confidence 0) in the
-    rest.  The firings are sorted once, by the integer
-    :math:`\mathrm{cell} \cdot V + (V - 1 - \mathrm{level})` of :math:`V`
-    levels.
+    rest; the first :obj:`num_columns` as a matrix.  The firings are sorted
+    once, by the integer :math:`\mathrm{cell} \cdot V + (V - 1 -
+    \mathrm{level})` of :math:`V` levels.
 
     Args:
         firings (List[Tuple[torch.Tensor, torch.Tensor]]): Per table, the
@@ -737,10 +867,9 @@ def _best_keys(firings: List[Tuple[Tensor, Tensor]], tables: List[Tensor],
             shapes :obj:`[F_i]`.
         tables (List[torch.Tensor]): Per table, the rules' confidences
             (:math:`\geq 0`).
-        num_keys (int): Rules compared per cell.
-
-    :rtype: (cells :obj:`[C]`, levels :obj:`[C, num_keys]`, the confidence
-        of each level :obj:`[V]`)
+        num_keys (int): Rules kept per cell.
+        num_columns (int): The columns of :attr:`BestKeys.levels`
+            (:math:`\leq` :obj:`num_keys`).
     """
     zero = tables[0].new_zeros(1)
     values, inverse = torch.unique(torch.cat([zero] + tables),
@@ -760,9 +889,61 @@ def _best_keys(firings: List[Tuple[Tensor, Tensor]], tables: List[Tensor],
     position = torch.arange(cell.numel(), device=cell.device) - \
         (counts.cumsum(0) - counts)[index]
     keep = position < num_keys
-    levels = level.new_zeros(cells.numel(), num_keys)
-    levels[index[keep], position[keep]] = level[keep]
-    return cells, levels, values
+    index, position, level = index[keep], position[keep], level[keep]
+    columns = position < num_columns
+    levels = level.new_zeros(cells.numel(), num_columns)
+    levels[index[columns], position[columns]] = level[columns]
+    return BestKeys(cells, levels, values, counts.clamp(max=num_keys), level,
+                    position)
+
+
+def _model_probability(score: Tensor) -> Tensor:
+    r"""The model's scores :obj:`[B, N]` as :math:`\max(s, 0) / \max_{y'}
+    s` (0 in a row without a positive score), its evidence before the
+    weight :math:`\alpha`."""
+    score = score.clamp(min=0.)
+    best = score.amax(dim=1, keepdim=True) if score.size(1) else score
+    return score / best.clamp(min=torch.finfo(score.dtype).tiny)
+
+
+def _combined(order: Tensor, cell: Tensor, noisy: Tensor, model: Tensor,
+              N: int) -> Tensor:
+    r"""The scores :obj:`[B * N]` of rules and model combined (see the
+    module's description) from the rules' scores :obj:`order`, which break
+    its ties, the reached cells with the noisy-or of their rules and the
+    model's evidence :obj:`model` (:func:`_model_probability`,
+    :obj:`[B * N]`)."""
+    combined = model.clone()
+    if cell.numel():
+        combined[cell] = noisy + model[cell] * (1. - noisy)
+    if not order.numel():
+        return combined
+    order = order.view(-1, N)  # each query's order, scaled into [0, 1)
+    low = order.amin(dim=1, keepdim=True)
+    scale = KEY_WEIGHT / (order.amax(dim=1, keepdim=True) - low + 1.)
+    return combined.add_(((order - low) * scale).view(-1))
+
+
+@dataclass(frozen=True)
+class Evidence:
+    r"""The parts of an answer's noisy-or score
+    (:meth:`AppliedRules.evidence`): each a rule (or :obj:`"model"`) with
+    its probability :math:`p`.  The score is
+    :math:`1 - \prod (1 - p)`; in evidence :math:`-\log(1 - p)` the parts
+    add up to the score's, :math:`-\log(1 - \mathrm{score})`."""
+    head: int
+    relation: int
+    tail: int
+    parts: List[Tuple[Union[Rule, ConstantRule, str], float]]
+
+    @property
+    def score(self) -> float:
+        return 1. - math.prod(1. - p for _, p in self.parts)
+
+    @property
+    def weights(self) -> List[float]:
+        r"""The evidence :math:`-\log(1 - p)` of each part."""
+        return [-math.log1p(-p) for _, p in self.parts]
 
 
 def _pack_rows(rows: Tensor, base: int) -> Tensor:

@@ -304,11 +304,12 @@ def _check_rules(rules: Any, R: int, num_nodes: Any, path: str):
     _known_keys(rules, RULES_FIELDS, path, 'rules')
     config = rules.get('config')
     _known_keys(config, ('num_relations', 'num_steps', 'num_keys',
-                         'aggregation'), path, 'rules.config')
+                         'aggregation', 'model_weight'), path, 'rules.config')
     try:
         check_rule_length(config.get('num_steps'))
         check_positive_ints(num_keys=config.get('num_keys'))
-        check_aggregation(config.get('aggregation', 'max-plus'))
+        check_aggregation(config.get('aggregation', 'max-plus'),
+                          config.get('model_weight', 0.))
     except ValueError as e:
         raise _field_error(path, 'rules.config', str(e)) from None
     if config.get('num_relations') != R:

@@ -13,7 +13,8 @@ from pyg_degreembed.data.convert import as_kg
 from pyg_degreembed.data.kg import index_tensor, split_triples
 from pyg_degreembed.data.resolve import resolve_graph
 from pyg_degreembed.evaluation.ranks import Ranks, compute_ranks
-from pyg_degreembed.interpret.applied_rules import AppliedRules, rule_counts
+from pyg_degreembed.interpret.applied_rules import (Aggregation, AppliedRules,
+                                                    rule_counts)
 from pyg_degreembed.interpret.constant_rules import constant_rule_counts
 from pyg_degreembed.interpret.mining import MinedCounts
 from pyg_degreembed.training.budget import ResourceError
@@ -129,14 +130,24 @@ def relation_choice(options: Sequence[Ranks], num_relations: int) -> Tensor:
 #: preferred first: dense KGs want a large :math:`u`, sparse ones a small
 #: one (see :obj:`benchmarks/applied_rules.py`).
 UNSEEN_CHOICES = (200., 5.)
-#: The aggregations of the rules (:class:`AppliedRules`), each with the
-#: number of rules it reads per answer (:obj:`num_keys`): max-plus with 3,
-#: noisy-or with 50, which adds up more evidence (see
-#: :obj:`benchmarks/aggregation.py`).
-AGGREGATION_SETTINGS = {'max-plus': ('max-plus', 3),
-                        'noisy-or': ('noisy-or', 50)}
-#: Those :func:`choose_scorer` chooses from by default, the preferred first.
-AGGREGATION_CHOICES = (AGGREGATION_SETTINGS['max-plus'], )
+#: The aggregations of the rules (:class:`AppliedRules`) by name, each
+#: with the number of rules it reads per answer (:obj:`num_keys`) and the
+#: model's weight: max-plus of 3; noisy-or of 50, which adds up more
+#: evidence (see :obj:`benchmarks/aggregation.py`); and noisy-or of the
+#: rules and the model, with 3 or 50 rules and the model's weight 0.1, 0.3
+#: or 0.5 (see :obj:`benchmarks/combination.py`).
+AGGREGATION_SETTINGS = {
+    'max-plus': (Aggregation('max-plus', 3), ),
+    'noisy-or': (Aggregation('noisy-or', 50), ),
+    'combined': tuple(Aggregation('noisy-or', keys, weight)
+                      for keys in (3, 50) for weight in (0.1, 0.3, 0.5))}
+#: The most settings of :math:`u` and aggregation that the reason of
+#: :func:`choose_scorer` lists (else the best and the first).
+MAX_LISTED = 6
+#: Those :func:`choose_scorer` chooses from by default, the preferred first:
+#: every one of :data:`AGGREGATION_SETTINGS`.
+AGGREGATION_CHOICES = tuple(a for settings in AGGREGATION_SETTINGS.values()
+                            for a in settings)
 
 
 class UnseenChoices(Module):
@@ -150,17 +161,17 @@ class UnseenChoices(Module):
         rules (AppliedRules): Rules mined with a :math:`u` no larger than
             any of :obj:`unseen`, with a tie-break model.
         unseen (Sequence[float]): The values of :math:`u`.
-        aggregations (Sequence[Tuple[str, int]], optional): The
-            aggregations with their keys, each under every :math:`u`.
-            (default: :data:`AGGREGATION_CHOICES`)
+        aggregations (Sequence[Aggregation], optional): The
+            aggregations, each under every :math:`u`.
+            (default: :obj:`None`, that of :obj:`rules`)
     """
     def __init__(self, rules: AppliedRules, unseen: Sequence[float],
-                 aggregations: Sequence[Tuple[str, int]] = AGGREGATION_CHOICES
-                 ):
+                 aggregations: Optional[Sequence[Tuple[Any, ...]]] = None):
         super().__init__()
         self.rules = rules
         self.unseen = [float(u) for u in unseen]
-        self.aggregations = list(aggregations)
+        self.aggregations = None if aggregations is None else \
+            [Aggregation(*a) for a in aggregations]
 
     def forward(self, graph: Any, head: Tensor, relation: Tensor, *,
                 remove_tail: Optional[Tensor] = None) -> Tensor:
@@ -193,13 +204,16 @@ class ScorerChoice(NamedTuple):
     use_model: Optional[Tensor] = None
     #: The :math:`u` of the rules' confidences.
     unseen: float = UNSEEN_CHOICES[0]
-    #: The validation rankings chosen from: by the rules with each :math:`u`
-    #: of :obj:`unseen` (under each aggregation), then (with
-    #: :obj:`scorer="auto"`) by the model; :obj:`None` without validation
-    #: triples.
+    #: The validation rankings :math:`u` was chosen on: by the rules with
+    #: each :math:`u` of :obj:`unseen` (under the first aggregation), then
+    #: by the model; :obj:`None` without validation triples.
     valid_ranks: Optional[List[Ranks]] = None
     #: The aggregation of the rules.
-    aggregation: str = AGGREGATION_CHOICES[0][0]
+    aggregation: Aggregation = AGGREGATION_CHOICES[0]
+    #: With several aggregations, the validation rankings the aggregation
+    #: was chosen on (the first triples of :obj:`valid_ranks`): by the rules
+    #: with :obj:`unseen` under each aggregation, then by the model.
+    aggregation_ranks: Optional[List[Ranks]] = None
 
 
 def choose_scorer(model: Module, data: Any, num_steps: int,
@@ -209,18 +223,20 @@ def choose_scorer(model: Module, data: Any, num_steps: int,
                   mined: Optional[MinedCounts] = None,
                   deadline: Optional[float] = None,
                   seed: int = 0,
-                  aggregations: Sequence[Tuple[str, int]] = AGGREGATION_CHOICES
+                  aggregations: Sequence[Tuple[Any, ...]] = AGGREGATION_CHOICES
                   ) -> ScorerChoice:
     r"""Mines the applied rules of length at most :obj:`num_steps` with
     :obj:`model` as tie-break, with the confidences
     :math:`\mathrm{support} / (\mathrm{groundings} + u)` of the
     :math:`u \in` :obj:`unseen` with the best filtered validation MRR
-    (realistic ties; the earlier among equals), and chooses the scorer.
-    With :obj:`scorer="auto"`, for each query relation :math:`q \in [0,
-    2R)` the one of the model and the rules with the better validation MRR
-    on the validation queries of :math:`q` (:func:`relation_choice`; the
-    rules among equals): the rules where they win everywhere, the model
-    where it does, a :class:`PerRelationScorer` otherwise.
+    (realistic ties; the earlier among equals) under the first of
+    :obj:`aggregations`, then, under that :math:`u`, the aggregation with
+    the best validation MRR, and chooses the scorer.  With
+    :obj:`scorer="auto"`, for each query relation :math:`q \in [0, 2R)` the
+    one of the model and the rules with the better validation MRR on the
+    validation queries of :math:`q` (:func:`relation_choice`; the rules
+    among equals): the rules where they win everywhere, the model where it
+    does, a :class:`PerRelationScorer` otherwise.
     :obj:`"rules"` takes the rules.  Where the KG has no validation
     triples, the rules with the first :math:`u`.
 
@@ -246,13 +262,16 @@ def choose_scorer(model: Module, data: Any, num_steps: int,
             which the choice should be made: the validation triples are
             ranked in a seeded random order, in parts of 256 growing as
             the pace allows, until it has passed (at least 256), and the
-            choice is made on those.
+            choice is made on those; with several aggregations, :math:`u`
+            is chosen on those ranked by half the time left, the
+            aggregation on the first of them ranked by the deadline.
             (default: :obj:`None`, every validation triple)
         seed (int, optional): Seed of that order. (default: :obj:`0`)
-        aggregations (Sequence[Tuple[str, int]], optional): The rules'
+        aggregations (Sequence[Aggregation], optional): The rules'
             aggregations (:class:`~pyg_degreembed.AppliedRules`), each with
-            its number of keys, to choose from with :math:`u`, the
-            preferred first. (default: :data:`AGGREGATION_CHOICES`)
+            its number of keys and model weight, to choose from with
+            :math:`u`, the preferred first. (default:
+            :data:`AGGREGATION_CHOICES`)
     """
     if scorer not in ('auto', 'rules'):
         raise ValueError(f"'scorer' must be 'auto' or 'rules', got "
@@ -274,58 +293,90 @@ def choose_scorer(model: Module, data: Any, num_steps: int,
             raise ValueError("'mined' holds no constant rules: mine them "
                              'or pass constants=False')
 
-    aggregations = list(aggregations)
-    if not aggregations:
+    choices = [Aggregation(*a) for a in aggregations]
+    if not choices:
         raise ValueError("'aggregations' must hold at least one value")
 
-    def mine(u, setting=aggregations[0]):
+    def mine(u, setting=choices[0]):
         return AppliedRules.mine(data, num_steps, unseen=u, tie_break=model,
                                  counts=counts, constants=constants,
                                  constant_counts=constant_counts,
-                                 aggregation=setting[0],
-                                 num_keys=setting[1]).to(device)
+                                 aggregation=setting.name,
+                                 num_keys=setting.num_keys,
+                                 model_weight=setting.model_weight).to(device)
 
     if kg.valid_edge_type.numel() == 0:
         applied = mine(unseen[0])
         return ScorerChoice(applied, 'rules', 'no validation triples to '
                             'choose on', applied, time.perf_counter() - start,
-                            unseen=unseen[0], aggregation=aggregations[0][0])
-    # One pass over the validation queries: the rules' bodies followed and
-    # the model run once, the rules scored under each u (those mined with
-    # the smallest u hold every constant rule that a larger one keeps).
+                            unseen=unseen[0], aggregation=choices[0])
+    # Stage 1, one pass over the validation queries: the rules' bodies
+    # followed and the model run once, the rules scored under each u (those
+    # mined with the smallest u hold every constant rule that a larger one
+    # keeps) with the first aggregation. Stage 2: each aggregation under
+    # the u chosen, on the triples of stage 1 in the same order. With a
+    # deadline, the triples in a seeded order, each stage until its own.
     smallest = min(unseen)
     applied_smallest = mine(smallest)
     valid = split_triples(kg, 'valid')
+    stage_deadline = deadline
+    if deadline is not None:
+        valid = valid[:, torch.randperm(
+            valid.size(1), generator=torch.Generator().manual_seed(seed))]
+        if len(choices) > 1:
+            now = time.perf_counter()
+            stage_deadline = now + max(deadline - now, 0.) / 2
+    first = choices[0]
     try:
         *ranked, model_ranks = _rank_until(
-            UnseenChoices(applied_smallest, unseen, aggregations), data,
-            valid, deadline, seed)
+            UnseenChoices(applied_smallest, unseen, [first]), data, valid,
+            stage_deadline)
+        ranked.append(model_ranks)
+        mrr = [ranks.metrics()['mrr'] for ranks in ranked[:-1]]
+        u = unseen[mrr.index(max(mrr))]
+        reason = ', '.join(f'{value:.4f} (u = {u_:g})'
+                           for u_, value in zip(unseen, mrr))
+        rules_ranks = ranked[mrr.index(max(mrr))]
+        aggregation_ranks = None
+        if len(choices) > 1:
+            shown = model_ranks.relation.numel() // 2
+            aggregation_ranks = _rank_until(
+                UnseenChoices(applied_smallest, [u], choices), data,
+                valid[:, :shown], deadline)
+            model_ranks = aggregation_ranks[-1]
     except ResourceError as e:  # hubs: the rules' paths cannot be followed
         if scorer == 'rules':
             raise
         return ScorerChoice(model, 'model', f'the applied rules cannot rank '
                             f'on this graph ({e}); the model ranks',
                             applied_smallest, time.perf_counter() - start,
-                            unseen=smallest, aggregation=aggregations[0][0])
-    settings = [(u, a) for u in unseen for a in aggregations]
-    mrr = [ranks.metrics()['mrr'] for ranks in ranked]
-    best = mrr.index(max(mrr))
-    rules_ranks, (u, setting) = ranked[best], settings[best]
-    aggregation = setting[0]
-    applied = mine(u, setting) if u != smallest or \
-        setting != aggregations[0] else applied_smallest
-    shown = model_ranks.relation.numel() // 2
+                            unseen=smallest, aggregation=first)
+    aggregation = first
+    if aggregation_ranks is not None:
+        values = [ranks.metrics()['mrr'] for ranks in aggregation_ranks[:-1]]
+        best = values.index(max(values))
+        aggregation, rules_ranks = choices[best], aggregation_ranks[best]
+        reason += f' with {describe(first)}; at u = {u:g}' + (
+            f' on {model_ranks.relation.numel() // 2} of those triples'
+            if model_ranks.relation.numel() < ranked[0].relation.numel()
+            else '') + ': ' + (
+            ', '.join(f'{v:.4f} ({describe(a)})'
+                      for a, v in zip(choices, values))
+            if len(choices) <= MAX_LISTED else
+            f'{values[best]:.4f} ({describe(aggregation)}), the best of '
+            f'{len(choices)} choices' +
+            (f' (the first: {values[0]:.4f})' if best else ''))
+    applied = mine(u, aggregation) if u != smallest or \
+        aggregation != first else applied_smallest
+    shown = ranked[0].relation.numel() // 2
     reason = ('' if shown == valid.size(1) else
               f'on {shown} of {valid.size(1)} validation triples, ') + \
-        'validation MRR: applied rules ' + ', '.join(
-            f'{value:.4f} (u = {u_:g}' +
-            (f', {a[0]} of {a[1]})' if len(aggregations) > 1 else ')')
-            for (u_, a), value in zip(settings, mrr))
+        'validation MRR: applied rules ' + reason
     if scorer == 'rules':
         return ScorerChoice(applied, 'rules', f'asked for; {reason}',
                             applied, time.perf_counter() - start, unseen=u,
-                            valid_ranks=ranked, aggregation=aggregation)
-    ranked.append(model_ranks)
+                            valid_ranks=ranked, aggregation=aggregation,
+                            aggregation_ranks=aggregation_ranks)
     use_model = relation_choice([rules_ranks, model_ranks],
                                 kg.num_relations) == 1
     reason += f", model {model_ranks.metrics()['mrr']:.4f}"
@@ -333,11 +384,13 @@ def choose_scorer(model: Module, data: Any, num_steps: int,
     if use_model.all():
         return ScorerChoice(model, 'model', reason, applied, seconds,
                             unseen=u, valid_ranks=ranked,
-                            aggregation=aggregation)
+                            aggregation=aggregation,
+                            aggregation_ranks=aggregation_ranks)
     if not use_model.any():
         return ScorerChoice(applied, 'rules', reason, applied, seconds,
                             unseen=u, valid_ranks=ranked,
-                            aggregation=aggregation)
+                            aggregation=aggregation,
+                            aggregation_ranks=aggregation_ranks)
     valid_mrr = float(chosen_reciprocal_ranks([rules_ranks, model_ranks],
                                               use_model.long()).mean())
     reason += (f'; the model for {int(use_model.sum())} of '
@@ -345,14 +398,21 @@ def choose_scorer(model: Module, data: Any, num_steps: int,
                f'{u:g}) for the others: {valid_mrr:.4f}')
     mixed = PerRelationScorer(applied, use_model).to(device)
     return ScorerChoice(mixed, 'per-relation', reason, applied, seconds,
-                        use_model, u, ranked, aggregation)
+                        use_model, u, ranked, aggregation, aggregation_ranks)
+
+
+def describe(aggregation: Aggregation) -> str:
+    r"""An aggregation in words, e.g. :obj:`"noisy-or of 50 rules and the
+    model (weight 0.3)"`."""
+    name, keys, weight = aggregation
+    text = f'{name} of {keys} rules'
+    return text + f' and the model (weight {weight:g})' if weight else text
 
 
 def _rank_until(model: Module, data: Any, triples: Tensor,
-                deadline: Optional[float], seed: int,
-                first: int = 256) -> List[Ranks]:
+                deadline: Optional[float], first: int = 256) -> List[Ranks]:
     # The rankings of compute_ranks on `triples`: all of them without a
-    # deadline, else parts of them in a seeded order until the deadline (at
+    # deadline, else parts of them in their order until the deadline (at
     # least `first` triples; each part up to twice the last, and no more
     # than the last part's pace fits before the deadline), joined.
     def rankings(triples: Tensor) -> List[Ranks]:
@@ -361,12 +421,10 @@ def _rank_until(model: Module, data: Any, triples: Tensor,
 
     if deadline is None:
         return rankings(triples)
-    order = torch.randperm(triples.size(1),
-                           generator=torch.Generator().manual_seed(seed))
     parts, begin, size = [], 0, first
     while begin < triples.size(1):
         start = time.perf_counter()
-        parts.append(rankings(triples[:, order[begin:begin + size]]))
+        parts.append(rankings(triples[:, begin:begin + size]))
         begin += size
         pace = size / max(time.perf_counter() - start, 1e-6)
         size = min(2 * size, int(pace * (deadline - time.perf_counter())))
