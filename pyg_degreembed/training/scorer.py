@@ -343,7 +343,6 @@ def choose_scorer(model: Module, data: Any, num_steps: int,
             aggregation_ranks = _rank_until(
                 UnseenChoices(applied_smallest, [u], choices), data,
                 valid[:, :shown], deadline)
-            model_ranks = aggregation_ranks[-1]
     except ResourceError as e:  # hubs: the rules' paths cannot be followed
         if scorer == 'rules':
             raise
@@ -355,17 +354,20 @@ def choose_scorer(model: Module, data: Any, num_steps: int,
     if aggregation_ranks is not None:
         values = [ranks.metrics()['mrr'] for ranks in aggregation_ranks[:-1]]
         best = values.index(max(values))
-        aggregation, rules_ranks = choices[best], aggregation_ranks[best]
+        aggregation = choices[best]
+        stage = aggregation_ranks[-1].relation.numel()
         reason += f' with {describe(first)}; at u = {u:g}' + (
-            f' on {model_ranks.relation.numel() // 2} of those triples'
-            if model_ranks.relation.numel() < ranked[0].relation.numel()
-            else '') + ': ' + (
+            f' on {stage // 2} of those triples'
+            if stage < model_ranks.relation.numel() else '') + ': ' + (
             ', '.join(f'{v:.4f} ({describe(a)})'
                       for a, v in zip(choices, values))
             if len(choices) <= MAX_LISTED else
             f'{values[best]:.4f} ({describe(aggregation)}), the best of '
-            f'{len(choices)} choices' +
+            f'{len(choices)} aggregations' +
             (f' (the first: {values[0]:.4f})' if best else ''))
+        if best:  # the choice per relation on the triples of stage 2
+            rules_ranks, model_ranks = aggregation_ranks[best], \
+                aggregation_ranks[-1]
     applied = mine(u, aggregation) if u != smallest or \
         aggregation != first else applied_smallest
     shown = ranked[0].relation.numel() // 2
