@@ -34,11 +34,12 @@ from torch_geometric import seed_everything
 
 from pyg_degreembed import DegreEmbedReasoner, RuleReasoner, compute_ranks, fit
 from pyg_degreembed.interpret.applied_rules import AppliedRules, rule_counts
-from pyg_degreembed.training.scorer import (UNSEEN_CHOICES,
+from pyg_degreembed.training.scorer import (AGGREGATION_SETTINGS,
+                                            UNSEEN_CHOICES,
                                             PerRelationScorer,
                                             choose_scorer,
                                             chosen_reciprocal_ranks,
-                                            relation_choice)
+                                            describe, relation_choice)
 
 from common import (RESULTS, chosen_length, load_benchmark, save_run,
                     test_metrics, update_readme, write_markdown)
@@ -148,17 +149,24 @@ def default_outcome(model, data, num_steps) -> dict:
     default): the scorer, the u chosen, validation and test metrics, and
     the two-fold validation MRR of choosing u on validation against the
     first u of UNSEEN_CHOICES for all KGs (the model or the rules per query
-    relation in both)."""
+    relation in both); and (max_plus) the validation and test MRR of the
+    same choice with max-plus only (the aggregation not chosen)."""
     start = time.perf_counter()
     choice = choose_scorer(model, data, num_steps)
     seconds = time.perf_counter() - start
+    max_plus = choose_scorer(model, data, num_steps,
+                             aggregations=AGGREGATION_SETTINGS['max-plus'])
     R = data.num_relations
     options = choice.valid_ranks  # the rules with each u, then the model
     use_model = choice.use_model
     if use_model is None:
         use_model = torch.full((2 * R, ), choice.name == 'model')
     return {'scorer': choice.name, 'unseen': choice.unseen,
+            'aggregation': describe(choice.aggregation),
             'reason': choice.reason, 'seconds': seconds,
+            'max_plus': {split: mrr(compute_ranks(max_plus.scorer, data,
+                                                  split))
+                         for split in ('valid', 'test')},
             'model_relations': int(use_model.sum()),
             'query_relations': 2 * R,
             'valid': mrr(compute_ranks(choice.scorer, data, 'valid')),
@@ -384,8 +392,9 @@ def ablation_lines(runs, best) -> list:
            'last is the default):', '',
            '| dataset | L | model (sum over paths) | applied rules, u = '
            f'{best[0]:g} | + constant rules | + model or rules per query '
-           'relation | + u chosen on validation |',
-           '|---|---|---|---|---|---|---|']
+           'relation | + u chosen on validation | + aggregation chosen on '
+           'validation (rules and model combined) |',
+           '|---|---|---|---|---|---|---|---|']
 
     def cell(test, valid=None):
         return f'{test:.4f}' + ('' if valid is None else f' ({valid:.4f})')
@@ -396,14 +405,22 @@ def ablation_lines(runs, best) -> list:
         if plain is None or const is None or 'default' not in run_:
             continue
         default = run_['default']
+        # Runs before the aggregation was chosen: their default is max-plus.
+        max_plus = default.get('max_plus', {
+            'valid': default['valid'],
+            'test': {'realistic': default['test']['realistic']['mrr']}})
+        chosen = 'not run' if 'aggregation' not in default else \
+            cell(default['test']['realistic']['mrr'],
+                 default['valid']['realistic']) + \
+            f" ({default['aggregation']})"
         out.append(
             f"| {run_['dataset']} | {run_['num_steps']} | "
             f"{cell(run_['model']['test']['realistic'], run_['model']['valid']['realistic'])} | "  # noqa: E501
             f"{cell(plain['test']['realistic']['mrr'], plain['valid']['realistic'])} | "  # noqa: E501
             f"{cell(const['test']['realistic']['mrr'], const['valid']['realistic'])} | "  # noqa: E501
             f"{cell(const['per_relation']['test']['realistic']['mrr'])} | "
-            f"{cell(default['test']['realistic']['mrr'], default['valid']['realistic'])} "  # noqa: E501
-            f"(u = {default['unseen']:g}) |")
+            f"{cell(max_plus['test']['realistic'], max_plus['valid']['realistic'])} "  # noqa: E501
+            f"(u = {default['unseen']:g}) | {chosen} |")
     return out
 
 

@@ -120,13 +120,16 @@ def lexicographic_ranks(rows):
     return torch.tensor([ordered.index(tuple(r)) for r in rows.tolist()])
 
 
-def test_scores_order_candidates_by_their_best_rules():
+@pytest.mark.parametrize('aggregation,num_keys', [('max-plus', 2),
+                                                  ('noisy-or', 5)])
+def test_scores_order_candidates_by_their_best_rules(aggregation, num_keys):
     data = random_kg(seed=1)
     R, N = data.num_relations, data.num_nodes
     K = 2 * R
     applied = AppliedRules.mine(data, num_steps=2, min_support=1,
-                                num_keys=2, answer_types=False,
-                                constants=False)  # path rules only
+                                num_keys=num_keys, answer_types=False,
+                                constants=False,  # path rules only
+                                aggregation=aggregation)
     graph = resolve_graph(data, num_relations=R)
     M = dense_operators(torch.stack([graph.edge_src, graph.edge_dst]),
                         graph.edge_type, N, K)
@@ -143,14 +146,19 @@ def test_scores_order_candidates_by_their_best_rules():
             for y in (reached > 0).nonzero().view(-1).tolist():
                 if y != head[b]:
                     fired[y].append(rule.confidence)
-        expected = torch.zeros(N, 2, dtype=torch.double)
+        expected = torch.zeros(N, num_keys, dtype=torch.double)
         for y, confidences in enumerate(fired):
-            best = sorted(confidences, reverse=True)[:2]
+            best = sorted(confidences, reverse=True)[:num_keys]
             expected[y, :len(best)] = torch.tensor(best, dtype=torch.double)
         assert torch.equal(keys[b], expected)
-        # Higher keys (compared best first) give higher scores; equal keys
-        # equal scores.
-        assert torch.equal(lexicographic_ranks(expected),
+        # Higher keys (compared best first; with noisy-or, its product
+        # first, then the best three) give higher scores; equal keys equal
+        # scores.
+        order = expected
+        if aggregation == 'noisy-or':
+            noisy = 1 - (1 - expected).prod(dim=1, keepdim=True)
+            order = torch.cat([noisy.round(decimals=12), expected[:, :3]], 1)
+        assert torch.equal(lexicographic_ranks(order),
                            lexicographic_ranks(scores[b].view(-1, 1)))
 
 

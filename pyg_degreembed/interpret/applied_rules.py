@@ -647,7 +647,7 @@ class AppliedRules(Module):
             tail = tail + tie.view(-1) / (float(tie.abs().max()) + 1.)
         return tail, tie
 
-    def _ranking_keys(self, best: 'BestKeys', num_keys: int,
+    def _ranking_keys(self, best: '_BestKeys', num_keys: int,
                       aggregation: Optional[str] = None
                       ) -> Tuple[Tensor, int, Optional[Tensor]]:
         # The keys a reached cell is ranked by, as non-negative integers
@@ -822,7 +822,7 @@ def type_counts(data: Any, chunk_size: int = 4096) -> Tuple[Tensor, Tensor]:
     return support, groundings
 
 
-class BestKeys(NamedTuple):
+class _BestKeys(NamedTuple):
     r"""The rules that reach each cell, best first (see
     :func:`_best_keys`)."""
     #: The distinct cells that rules reach, sorted, shape :obj:`[C]`.
@@ -852,7 +852,7 @@ class BestKeys(NamedTuple):
 
 
 def _best_keys(firings: List[Tuple[Tensor, Tensor]], tables: List[Tensor],
-               num_keys: int, num_columns: int) -> BestKeys:
+               num_keys: int, num_columns: int) -> _BestKeys:
     r"""The distinct cells (sorted) that rules reach and, per cell, the
     confidences of its :obj:`num_keys` best rules, best first, as levels:
     the confidences of all rules, 0 included, sorted and numbered from 0, so
@@ -868,7 +868,7 @@ def _best_keys(firings: List[Tuple[Tensor, Tensor]], tables: List[Tensor],
         tables (List[torch.Tensor]): Per table, the rules' confidences
             (:math:`\geq 0`).
         num_keys (int): Rules kept per cell.
-        num_columns (int): The columns of :attr:`BestKeys.levels`
+        num_columns (int): The columns of :attr:`_BestKeys.levels`
             (:math:`\leq` :obj:`num_keys`).
     """
     zero = tables[0].new_zeros(1)
@@ -893,8 +893,8 @@ def _best_keys(firings: List[Tuple[Tensor, Tensor]], tables: List[Tensor],
     columns = position < num_columns
     levels = level.new_zeros(cells.numel(), num_columns)
     levels[index[columns], position[columns]] = level[columns]
-    return BestKeys(cells, levels, values, counts.clamp(max=num_keys), level,
-                    position)
+    return _BestKeys(cells, levels, values, counts.clamp(max=num_keys),
+                     level, position)
 
 
 def _model_probability(score: Tensor) -> Tensor:
