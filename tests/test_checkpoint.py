@@ -164,6 +164,8 @@ def _edit(payload, field, value):
     ('model.config.hidden_channels', 9, 'field state.model.'),
     ('rules.config.num_steps', 10**8,
      "field rules.config: 'num_steps' must be at most 10"),
+    ('rules.config.model_weight', 1.5,
+     "field rules.config: 'model_weight' must be a number in [0, 1)"),
     ('model.config.num_relations', 4,
      'field model.config.num_relations: 4, but the KG it records has 3'),
     ('model.config.colour', 'red', "field model.config: unknown key "

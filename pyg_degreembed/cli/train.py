@@ -269,8 +269,10 @@ def _train(args, config, plan, source, checkpoint, device, process):
             print(f'applied rules: {choice.applied.rule_key.numel()} path '
                   f'rules of length <= {args.steps}, '
                   f'{0 if constants is None else len(constants)} constant '
-                  f'rules, {describe(choice.aggregation)}, the model as '
-                  f'tie-break (choice {choice.mining_seconds:.1f}s)')
+                  f'rules, {describe(choice.aggregation)}' +
+                  ('' if choice.aggregation.model_weight else
+                   ', the model as tie-break') +
+                  f' (choice {choice.mining_seconds:.1f}s)')
             if args.scorer == 'auto':
                 print(f'scorer: {choice.name} ({choice.reason})')
             payload = load_checkpoint(checkpoint)
