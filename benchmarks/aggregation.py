@@ -23,14 +23,11 @@ line.  Writes ``results/aggregation_end_to_end.json`` (``--output``).
 """
 import argparse
 import json
-import os
 import re
-import subprocess
-import sys
 import tempfile
 import time
 
-from common import SHARED, load_benchmark, machine, write_json
+from common import default_command, load_benchmark, machine, write_json
 from pyg_degreembed import AppliedRules, compute_ranks
 from pyg_degreembed.interpret.applied_rules import AGGREGATIONS, rule_counts
 from pyg_degreembed.interpret.constant_rules import constant_rule_counts
@@ -41,18 +38,8 @@ def end_to_end(datasets, budget: float, compare, output: str):
     for name in datasets:
         for aggregation in compare:
             with tempfile.TemporaryDirectory() as work:
-                checkpoint = os.path.join(work, 'run.pt')
-                start = time.perf_counter()
-                out = subprocess.run(
-                    [sys.executable, '-m', 'pyg_degreembed.cli', 'train',
-                     '--dataset', os.path.join(SHARED, name),
-                     '--time-budget', str(budget), '--checkpoint',
-                     checkpoint, '--no-progress', '--aggregation',
-                     aggregation], capture_output=True, text=True,
-                    check=True).stdout
-                seconds = time.perf_counter() - start
-                with open(os.path.join(work, 'run.json')) as f:
-                    metrics = json.load(f)
+                _, out, metrics, seconds = default_command(
+                    name, budget, work, '--aggregation', aggregation)
             choice = next(line for line in out.splitlines()
                           if line.startswith('scorer:'))
             row = {'dataset': name, 'aggregation': aggregation,

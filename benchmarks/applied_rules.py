@@ -34,6 +34,8 @@ from torch_geometric import seed_everything
 
 from pyg_degreembed import DegreEmbedReasoner, RuleReasoner, compute_ranks, fit
 from pyg_degreembed.interpret.applied_rules import AppliedRules, rule_counts
+from pyg_degreembed.interpret.constant_rules import constant_rule_counts
+from pyg_degreembed.interpret.mining import MinedCounts
 from pyg_degreembed.training.scorer import (AGGREGATION_SETTINGS,
                                             UNSEEN_CHOICES,
                                             PerRelationScorer,
@@ -152,9 +154,12 @@ def default_outcome(model, data, num_steps) -> dict:
     relation in both); and (max_plus) the validation and test MRR of the
     same choice with max-plus only (the aggregation not chosen)."""
     start = time.perf_counter()
-    choice = choose_scorer(model, data, num_steps)
+    # Counted once for both choices, as choose_scorer counts them.
+    mined = MinedCounts(rule_counts(data, num_steps),
+                        constant_rule_counts(data), 'exact', '', 0.)
+    choice = choose_scorer(model, data, num_steps, mined=mined)
     seconds = time.perf_counter() - start
-    max_plus = choose_scorer(model, data, num_steps,
+    max_plus = choose_scorer(model, data, num_steps, mined=mined,
                              aggregations=AGGREGATION_SETTINGS['max-plus'])
     R = data.num_relations
     options = choice.valid_ranks  # the rules with each u, then the model

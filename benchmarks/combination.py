@@ -17,30 +17,15 @@ MRR (realistic ties) for k in {1, 3, 50} and alpha in {0, 0.1, 0.3, 0.5,
 """
 import argparse
 import json
-import os
-import subprocess
-import sys
 import tempfile
 
-from common import SHARED, load_benchmark, machine, write_json
+from common import default_command, load_benchmark, machine, write_json
 from pyg_degreembed import AppliedRules, compute_ranks, load_model
 from pyg_degreembed.interpret.applied_rules import rule_counts
 from pyg_degreembed.interpret.constant_rules import constant_rule_counts
 
 KEYS = (1, 3, 50)
 ALPHAS = (0., 0.1, 0.3, 0.5, 0.7)
-
-
-def trained(name: str, budget: float, work: str):
-    # The default command's model and test MRR.
-    checkpoint = os.path.join(work, 'run.pt')
-    subprocess.run([sys.executable, '-m', 'pyg_degreembed.cli', 'train',
-                    '--dataset', os.path.join(SHARED, name),
-                    '--time-budget', str(budget), '--checkpoint', checkpoint,
-                    '--no-progress'], capture_output=True, check=True)
-    with open(os.path.join(work, 'run.json')) as f:
-        default = json.load(f)['metrics']['realistic']['mrr']
-    return checkpoint, default
 
 
 def main():
@@ -56,7 +41,9 @@ def main():
     for name in args.datasets:
         kg = load_benchmark(name)
         with tempfile.TemporaryDirectory() as work:
-            checkpoint, default = trained(name, args.time_budget, work)
+            checkpoint, _, metrics, _ = default_command(
+                name, args.time_budget, work)
+            default = metrics['metrics']['realistic']['mrr']
             model = load_model(checkpoint, kg)[0].eval()
         counts = rule_counts(kg, args.steps)
         constants = constant_rule_counts(kg)

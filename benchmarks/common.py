@@ -2,6 +2,7 @@
 result files."""
 import functools
 import glob
+import json
 import os
 import platform
 import resource
@@ -111,6 +112,23 @@ def chosen_length(name: str, max_steps: int = 5) -> int:
     if os.path.isdir(os.path.join(SHARED, grail)):
         name = grail
     return choose_rule_length(load_benchmark(name), max_steps)[0]
+
+
+def default_command(name: str, budget: float, work: str, *extra: str):
+    r"""Runs the default command, ``pyg-degreembed train --dataset
+    ../shared/datasets/<name> --time-budget <budget>`` (and :obj:`extra`),
+    with its checkpoint in :obj:`work`; returns the checkpoint's path, the
+    command's output, its metrics file and its wall seconds."""
+    checkpoint = os.path.join(work, 'run.pt')
+    start = time.perf_counter()
+    out = subprocess.run(
+        [sys.executable, '-m', 'pyg_degreembed.cli', 'train', '--dataset',
+         os.path.join(SHARED, name), '--time-budget', str(budget),
+         '--checkpoint', checkpoint, '--no-progress', *extra],
+        capture_output=True, text=True, check=True).stdout
+    seconds = time.perf_counter() - start
+    with open(os.path.join(work, 'run.json')) as f:
+        return checkpoint, out, json.load(f), seconds
 
 
 def test_metrics(ranks) -> dict:

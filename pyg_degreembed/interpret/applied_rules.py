@@ -506,9 +506,8 @@ class AppliedRules(Module):
                               device=self.rule_key.device)
         head = index_tensor(head, 'head').to(graph.device)
         relation = index_tensor(relation, 'relation').to(graph.device)
-        if self.model_weight and self.tie_break is None:
-            raise ValueError("a 'model_weight' needs the model: give a "
-                             "'tie_break'")
+        if self.model_weight:
+            self._weighted_model()  # refused before any work without one
         B, N = head.numel(), graph.num_nodes
         best = self._fired(graph, head, relation, remove_tail,
                            self.num_keys if self.aggregation == 'max-plus'
@@ -537,17 +536,21 @@ class AppliedRules(Module):
         parts: List[Tuple[Union[Rule, ConstantRule, str], float]] = [
             (rule, rule.confidence) for rule in rules[:self.num_keys]]
         if self.model_weight:
-            if self.tie_break is None:
-                raise ValueError("a 'model_weight' needs the model: give a "
-                                 "'tie_break'")
             graph = resolve_graph(graph, num_relations=self.num_relations,
                                   device=self.rule_key.device)
             query = torch.tensor([head], device=graph.device), \
                 torch.tensor([relation], device=graph.device)
-            score = self.tie_break(graph, *query).double()
+            score = self._weighted_model()(graph, *query).double()
             parts.append(('model', float(
                 self.model_weight * _model_probability(score)[0, tail])))
         return Evidence(head, relation, tail, parts)
+
+    def _weighted_model(self) -> Module:
+        # The tie-break model, whose evidence a model_weight adds.
+        if self.tie_break is None:
+            raise ValueError("a 'model_weight' needs the model: give a "
+                             "'tie_break'")
+        return self.tie_break
 
     @torch.no_grad()
     def score_with_unseen(self, graph: TypedGraph, head: Tensor,
@@ -606,7 +609,9 @@ class AppliedRules(Module):
         path, constant = self._firings(graph, head, relation, remove_tail)
         tail, tie = self._later_keys(graph, head, relation, remove_tail)
         assert tie is not None  # a tie-break is checked above
-        model = _model_probability(tie.view(B, N)).view(-1)
+        # The model's evidence, where some aggregation weighs it.
+        model = _model_probability(tie.view(B, N)).view(-1) \
+            if any(a.model_weight for a in choices) else None
         out: List[Tensor] = []
         for u in unseen:
             tables = [rule_confidence(self.support, self.groundings, u)]
@@ -626,7 +631,8 @@ class AppliedRules(Module):
             for a, keys, weight in choices:
                 ranking, bound, noisy = self._ranking_keys(best, keys, a)
                 score = self._score(ranking, bound, best.cells, tail, N)
-                out.append(score if noisy is None or not weight else
+                out.append(score if noisy is None or model is None or
+                           not weight else
                            _combined(score, best.cells, noisy,
                                      weight * model, N))
         out.append(tie.view(-1))
