@@ -88,6 +88,34 @@ def test_evaluate_predict_rules_explain(trained, capsys, tmp_path):
             (not flag)
 
 
+def test_evaluate_with_sampled_candidates(trained, capsys, tmp_path):
+    # The printed protocol, and the metrics of compute_ranks with the same
+    # draw: each answer against 20 of its filtered candidates.
+    from pyg_degreembed import compute_ranks
+    from pyg_degreembed.training.checkpoint import scorer_from_checkpoint
+    _, checkpoint = trained
+    out = tmp_path / 'sampled.json'
+    assert main(['evaluate', '--checkpoint', checkpoint, '--split', 'valid',
+                 '--eval-candidates', '20', '--json', str(out)]) == 0
+    assert 'ranked against 20 of its filtered candidates' in \
+        capsys.readouterr().out
+    metrics = json.loads(out.read_text())
+    assert metrics['eval_candidates'] == 20
+    model, data = load_model(checkpoint)
+    scorer = scorer_from_checkpoint(load_checkpoint(checkpoint), model,
+                                    'auto')
+    ranks = compute_ranks(scorer, data, 'valid', num_candidates=20)
+    assert metrics['metrics']['realistic']['mrr'] == pytest.approx(
+        float((1 / ranks.ranks['realistic']).mean()))
+    assert metrics['metrics']['realistic']['num_candidates'] == 20
+    assert (ranks.ranks['pessimistic'] <= 21).all()
+    with pytest.raises(SystemExit) as info:
+        main(['evaluate', '--checkpoint', checkpoint, '--eval-candidates',
+              '0'])
+    assert info.value.code == 2
+    assert 'expected a whole number of at least 1' in capsys.readouterr().err
+
+
 @pytest.mark.parametrize('argv,message', [
     (['predict', '--head', 'Nobody', '--relation', 'Term3'],
      "unknown entity 'Nobody'"),

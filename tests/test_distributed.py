@@ -27,19 +27,23 @@ def train(out_dir, world_size=1):
     seed_everything(1)
     fixed = DegreEmbedReasoner(3, embedding_dim=8, hidden_channels=8)
     ranks = compute_ranks(fixed, data, 'test', batch_size=4)
+    # Sampled candidates: each query's draw keyed by its global index.
+    sampled = compute_ranks(fixed, data, 'test', batch_size=4,
+                            num_candidates=3)
     # Several rankings at once, of one triple: the second process has none.
     rules = AppliedRules.mine(data, 2, unseen=5., tie_break=fixed)
     stacked = compute_ranks(UnseenChoices(rules, (5., 200.)), data,
                             split_triples(data, 'test')[:, :1])
-    return model, (ranks, stacked)
+    return model, (ranks, stacked, sampled)
 
 
 def worker(process, world_size, out_dir):
     dist.init_process_group('gloo', init_method='file://' + os.path.join(
         out_dir, 'rendezvous'), rank=process, world_size=world_size)
-    model, (ranks, stacked) = train(out_dir, world_size)
+    model, (ranks, stacked, sampled) = train(out_dir, world_size)
     torch.save({'state': model.state_dict(), 'ranks': ranks.ranks,
-                'stacked': [r.ranks for r in stacked]},
+                'stacked': [r.ranks for r in stacked],
+                'sampled': sampled.ranks},
                os.path.join(out_dir, f'process{process}.pt'))
     dist.destroy_process_group()
 
@@ -47,7 +51,7 @@ def worker(process, world_size, out_dir):
 def test_two_processes_equal_one_process(tmp_path):
     out_dir = str(tmp_path)
     mp.spawn(worker, args=(2, out_dir), nprocs=2, join=True)
-    single, (single_ranks, single_stacked) = train(out_dir)
+    single, (single_ranks, single_stacked, single_sampled) = train(out_dir)
     assert len(single_stacked) == 3
     results = [torch.load(os.path.join(out_dir, f'process{p}.pt'))
                for p in range(2)]
@@ -61,6 +65,8 @@ def test_two_processes_equal_one_process(tmp_path):
         # The gathered evaluation equals the single-process one.
         for tie, value in single_ranks.ranks.items():
             assert torch.equal(result['ranks'][tie], value)
+        for tie, value in single_sampled.ranks.items():
+            assert torch.equal(result['sampled'][tie], value)
         for got, want in zip(result['stacked'], single_stacked):
             assert torch.equal(got['realistic'], want.ranks['realistic'])
         assert len(result['stacked']) == 3

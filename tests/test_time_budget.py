@@ -102,6 +102,12 @@ def test_train_keeps_to_its_budget(tmp_path, capsys):
     # ranking after it is timed apart).
     assert metrics['run_seconds'] <= 1.1 * 12
     assert metrics['time_budget'] == 12
+    # The stages' wall times, in order, add up to the run's.
+    stages = metrics['stage_seconds']
+    assert list(stages) == ['set-up', 'mining', 'training', 'choice']
+    assert sum(stages.values()) == pytest.approx(metrics['run_seconds'],
+                                                 abs=0.05)
+    assert stages['training'] > stages['mining']
     assert time.perf_counter() - start - metrics['ranking_seconds'] <= \
         1.1 * 12 + 5
     assert metrics['metrics']['realistic']['mrr'] > 0.3

@@ -67,6 +67,27 @@ def _steps(text: str):
             f"expected a whole number or 'auto', got {text!r}") from None
 
 
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(
+            f'expected a whole number of at least 1, got {text!r}')
+    return value
+
+
+def _eval_candidates_arg(p):
+    p.add_argument('--eval-candidates', type=_positive_int, default=None,
+                   metavar='N',
+                   help='rank each answer against N of its filtered '
+                   'candidates drawn at random (seeded, the same for every '
+                   'model; the OGB protocol, for large KGs) instead of '
+                   'against all entities; its metrics are labelled and not '
+                   'comparable with full ranking (None: all)')
+
+
 def _defaults(function) -> dict:
     return {name: p.default for name, p in
             inspect.signature(function).parameters.items()
@@ -179,10 +200,10 @@ def _relation(data, name: str) -> int:
 
 
 def _report(model, data, split, json_path, quiet=False, progress=True,
-            typed=True, timing=None):
+            typed=True, timing=None, num_candidates=None):
     start = time.perf_counter()
     ranks = compute_ranks(model, data, split, progress=progress and not quiet,
-                          typed=typed)
+                          typed=typed, num_candidates=num_candidates)
     seconds = time.perf_counter() - start
     metrics = {tie: ranks.metrics(tie, list(data.relation_names))
                for tie in TIE_POLICIES}
@@ -192,6 +213,10 @@ def _report(model, data, split, json_path, quiet=False, progress=True,
           'both directions' + (', typed: each answer ranked among the '
                                'entities of its type' if ranks.typed
                                else '') + f'; ranked in {seconds:.1f}s)')
+    if num_candidates is not None:
+        print(f'sampled candidates: each answer ranked against '
+              f'{num_candidates} of its filtered candidates drawn at random '
+              '(the OGB protocol; not comparable with full ranking)')
     print(f"{'ties':<12}{'MRR':>8}{'MR':>9}{'H@1':>8}{'H@3':>8}{'H@10':>8}"
           f"{'H@10(50)':>10}")
     for tie, m in metrics.items():
@@ -203,6 +228,7 @@ def _report(model, data, split, json_path, quiet=False, progress=True,
           'the answer and 49 random non-answers (GraIL)')
     if json_path:
         save_json(json_path, {'split': split, 'typed': ranks.typed,
+                              'eval_candidates': num_candidates,
                               'metrics': metrics,
                               'ranking_seconds': seconds, **(timing or {})})
         print(f'metrics: {json_path}')

@@ -3,8 +3,9 @@ r"""The commands that reason with a trained checkpoint: :obj:`evaluate`,
 
 
 from pyg_degreembed.cli.common import (CLIError, _checkpoint_args, _command,
-                                       _entity, _load, _query_text, _relation,
-                                       _report, _rule_text, _scorer)
+                                       _entity, _eval_candidates_arg, _load,
+                                       _query_text, _relation, _report,
+                                       _rule_text, _scorer)
 from pyg_degreembed.data.kg import check_head_type, relation_name
 from pyg_degreembed.evaluation.predict import predict, reflexive
 from pyg_degreembed.interpret.anyburl import anyburl_lines, read_anyburl
@@ -26,6 +27,7 @@ def _evaluate_parser(sub):
     p.add_argument('--untyped', action='store_true',
                    help='in a typed KG (entity_types.txt), rank among all '
                    "entities, not only those of the answer's type")
+    _eval_candidates_arg(p)
     p.add_argument('--anyburl', default=None,
                    help='rank with the rules of this AnyBURL rule file '
                    "instead (cyclic path rules; the checkpoint's model "
@@ -118,7 +120,8 @@ def cmd_evaluate(args):
               f'{args.anyburl} ({scorer.skipped} other rules skipped), the '
               'model breaking ties')
         return _report(scorer, data, args.split, args.json,
-                       typed=not args.untyped)
+                       typed=not args.untyped,
+                       num_candidates=args.eval_candidates)
     scorer = _scorer(args, payload, model, args.scorer)
     if isinstance(scorer, PerRelationScorer):
         print(f'scorer: per query relation, the model '
@@ -128,7 +131,8 @@ def cmd_evaluate(args):
     elif scorer is not model:
         print(f'scorer: {_rules_ranking(scorer)} '
               '(--scorer model: the model alone)')
-    _report(scorer, data, args.split, args.json, typed=not args.untyped)
+    _report(scorer, data, args.split, args.json, typed=not args.untyped,
+            num_candidates=args.eval_candidates)
 
 
 def cmd_predict(args):

@@ -8,8 +8,8 @@ import torch
 from torch_geometric import seed_everything
 
 from pyg_degreembed.cli.common import (CLIError, _command, _defaults, _device,
-                                       _rate_or_none, _report,
-                                       _seconds_or_none, _steps)
+                                       _eval_candidates_arg, _rate_or_none,
+                                       _report, _seconds_or_none, _steps)
 from pyg_degreembed.data.datasets import BUNDLED, dataset_path, load_dataset
 from pyg_degreembed.interpret.applied_rules import check_mining
 from pyg_degreembed.interpret.mining import MINERS, mine_counts
@@ -114,6 +114,7 @@ def _train_parser(sub):
                    "groundings (AnyBURL's way), within the mining share of "
                    "the budget; 'auto': exact where it is expected to fit "
                    "that share, else sampled")
+    _eval_candidates_arg(p)
     p.add_argument('--seed', type=int, default=train_default.seed,
                    help='seed of the initialisation and the shuffling')
     p.add_argument('--device', default='cpu', help='cpu, cuda, cuda:1, ...')
@@ -188,7 +189,9 @@ def cmd_train(args):
         _report(scorer, data, 'test', json_path, quiet=process != 0,
                 progress=not args.no_progress,
                 timing={'run_seconds': run_seconds,
-                        'time_budget': args.time_budget})
+                        'time_budget': args.time_budget,
+                        'stage_seconds': plan.stages},
+                num_candidates=args.eval_candidates)
 
 
 def _train(args, config, plan, source, checkpoint, device, process):
@@ -232,14 +235,18 @@ def _train(args, config, plan, source, checkpoint, device, process):
     mined = None
     if mine:
         mining_seconds = plan.mining_seconds()
+        plan.end_stage('set-up')
         if process == 0:
             print(plan.describe(args.miner))
         mined = mine_counts(data, args.steps, mining_seconds, args.miner,
                             seed=args.seed)
+        plan.end_stage('mining')
         if process == 0:
             print(f'mining: {mined.description} ({mined.seconds:.1f}s)')
-    elif process == 0:
-        print(plan.describe('no'))
+    else:
+        plan.end_stage('set-up')
+        if process == 0:
+            print(plan.describe('no'))
     result = fit(model, data, config, device=device,
                  progress=not args.no_progress,
                  progress_interval=args.progress_interval,
@@ -248,6 +255,7 @@ def _train(args, config, plan, source, checkpoint, device, process):
                  allow_config_change=args.allow_config_change,
                  max_steps=args.max_steps,
                  time_budget=plan.training_seconds())
+    plan.end_stage('training')
     if result.steps == 0:
         raise CLIError(f'the time budget of {args.time_budget:g}s was spent '
                        f'before the first training step (set-up and mining '
@@ -280,6 +288,7 @@ def _train(args, config, plan, source, checkpoint, device, process):
             payload['scorer'] = choice.name
             payload['model_relations'] = choice.use_model
             save_checkpoint(checkpoint, payload)
+        plan.end_stage('choice')
     return data, scorer
 
 

@@ -32,6 +32,7 @@ from pyg_degreembed.data.kg import (GRAPH_SPLITS, all_triples, answer_types,
 from pyg_degreembed.data.ragged import ragged_arange
 from pyg_degreembed.data.resolve import resolve_graph
 from pyg_degreembed.data.typed_graph import TypedGraph
+from pyg_degreembed.evaluation.candidates import draw_candidates
 from pyg_degreembed.training.distributed import gather_strided, world
 from pyg_degreembed.training.progress import Progress
 
@@ -95,7 +96,9 @@ class TrueAnswers:
 
 def filtered_ranks(scores: Tensor, target: Tensor,
                    true_pairs: Optional[Sequence[Tensor]] = None,
-                   allowed: Optional[Tensor] = None) -> Dict[str, Tensor]:
+                   allowed: Optional[Tensor] = None,
+                   sample: Optional[Tuple[int, Tensor, int]] = None
+                   ) -> Dict[str, Tensor]:
     r"""Ranks of the targets among the filtered candidates under all three
     tie policies.
 
@@ -109,10 +112,17 @@ def filtered_ranks(scores: Tensor, target: Tensor,
             rank at all, a boolean mask :obj:`[B, N]` (typed ranking: the
             entities of the answer's node type). (default: :obj:`None`,
             every entity)
+        sample (Tuple[int, torch.Tensor, int], optional): Sampled
+            candidates :obj:`(n, query, seed)`: each target ranked against
+            :math:`n` of its filtered candidates drawn by
+            :func:`~pyg_degreembed.evaluation.candidates.draw_candidates`
+            (:obj:`query`: each row's index among all evaluated queries,
+            :obj:`[B]`). (default: :obj:`None`, all of them)
 
     :rtype: :obj:`Dict[str, torch.Tensor]` of float ranks :obj:`[B]` per tie
         policy, and under :obj:`"candidates"` the number of candidates
-        (entities other than the target and the known answers).
+        (entities other than the target and the known answers; with
+        :obj:`sample`, those drawn).
     """
     if torch.isnan(scores).any():
         raise ValueError('The scores contain NaN; ranks would be arbitrary')
@@ -127,6 +137,10 @@ def filtered_ranks(scores: Tensor, target: Tensor,
         else allowed.clone()
     candidate = candidate.index_put(
         (rows, target), torch.tensor(False, device=scores.device))
+    if sample is not None:
+        ids, candidate = draw_candidates(candidate, sample[1], sample[0],
+                                         sample[2])
+        scores = scores.gather(1, ids)
     # Counted in int32: half the time of the default int64 sums.
     better = ((scores > target_score) & candidate).sum(dim=1,
                                                        dtype=torch.int32)
@@ -229,13 +243,18 @@ class Ranks(NamedTuple):
     candidates: Optional[Tensor] = None
     #: Whether the candidates were the entities of the answer's node type.
     typed: bool = False
+    #: Sampled candidates: each answer ranked against this many drawn
+    #: filtered candidates (:mod:`~pyg_degreembed.evaluation.candidates`);
+    #: :obj:`None`, against all of them.
+    num_candidates: Optional[int] = None
 
     def metrics(self, tie: str = 'realistic',
                 relation_names: Optional[List[str]] = None) -> Dict:
         r"""Overall metrics (:obj:`"mrr"`, :obj:`"mr"`, :obj:`"hits@k"`
         and, where the candidates are known, :obj:`"hits@10(50)"`, see
         :func:`sampled_hits`), plus :obj:`"per_relation"` metrics keyed by
-        relation name (both directions pooled)."""
+        relation name (both directions pooled) and, for sampled candidates,
+        :obj:`"num_candidates"`."""
         if tie not in TIE_POLICIES:
             raise ValueError(f"'tie' must be one of {TIE_POLICIES}, "
                              f"got {tie!r}")
@@ -259,6 +278,8 @@ class Ranks(NamedTuple):
 
         out = metrics(torch.ones_like(self.relation, dtype=torch.bool))
         out['tie'] = tie
+        if self.num_candidates is not None:
+            out['num_candidates'] = self.num_candidates
         per_relation = {}
         for r in torch.unique(self.relation).tolist():
             name = relation_names[r] if relation_names else str(r)
@@ -272,7 +293,8 @@ def compute_ranks(model: Module, data: Any,
                   true_answers: Optional[TrueAnswers] = None,
                   batch_size: int = 256, progress: bool = False,
                   remove_edge: Optional[bool] = None,
-                  typed: bool = True) -> Union['Ranks', List['Ranks']]:
+                  typed: bool = True, num_candidates: Optional[int] = None,
+                  candidate_seed: int = 0) -> Union['Ranks', List['Ranks']]:
     r"""Filtered ranks of a model on triples of a KG, both directions pooled
     (all tail queries, then all head queries, in the order of the triples).
     Triples that are edges of the observed graph (the :obj:`"train"` and
@@ -312,13 +334,22 @@ def compute_ranks(model: Module, data: Any,
             node type only (:func:`~pyg_degreembed.data.kg.answer_types`); an
             untyped KG ranks among all entities either way.
             (default: :obj:`True`)
+        num_candidates (int, optional): Sampled-candidate evaluation (the
+            OGB protocol, for large KGs): each answer ranked against this
+            many of its filtered candidates, drawn uniformly without
+            replacement (:mod:`~pyg_degreembed.evaluation.candidates`).
+            (default: :obj:`None`, all of them)
+        candidate_seed (int, optional): The seed of that draw.
+            (default: :obj:`0`)
     """
     return _ranks(model, data, as_kg(data), triples, true_answers,
-                  batch_size, progress, remove_edge, typed)
+                  batch_size, progress, remove_edge, typed, num_candidates,
+                  candidate_seed)
 
 
 def _ranks(model, data, kg, triples, true_answers, batch_size, progress,
-           remove_edge=None, typed=True):
+           remove_edge=None, typed=True, num_candidates=None,
+           candidate_seed=0):
     # compute_ranks with the KG already read (the graph is looked up from
     # `data`, whose tensors key the cache).
     can = 'remove_tail' in inspect.signature(model.forward).parameters
@@ -341,7 +372,9 @@ def _ranks(model, data, kg, triples, true_answers, batch_size, progress,
         model, graph, triples, true_answers, batch_size,
         progress=lambda total: Progress(total, 'evaluating',
                                         enabled=progress),
-        remove_edge=remove_edge, types=answer_types(kg) if typed else None)
+        remove_edge=remove_edge, types=answer_types(kg) if typed else None,
+        sample=None if num_candidates is None else (num_candidates,
+                                                    candidate_seed))
 
 
 @torch.no_grad()
@@ -349,7 +382,8 @@ def rank_queries(model: Module, graph: TypedGraph, triples: Tensor,
                  true_answers: TrueAnswers, batch_size: int = 256,
                  progress: Optional[Callable[[int], Progress]] = None,
                  remove_edge: bool = False,
-                 types: Optional[Tuple[Tensor, Tensor]] = None
+                 types: Optional[Tuple[Tensor, Tensor]] = None,
+                 sample: Optional[Tuple[int, int]] = None
                  ) -> Union['Ranks', List['Ranks']]:
     r""":func:`compute_ranks` on a prepared graph (the inner loop, as used
     by :func:`~pyg_degreembed.fit` for validation).
@@ -373,6 +407,9 @@ def rank_queries(model: Module, graph: TypedGraph, triples: Tensor,
             ranking: the node type of each entity and of each query
             relation's answers (:func:`~pyg_degreembed.data.kg.answer_types`).
             (default: :obj:`None`, untyped)
+        sample (Tuple[int, int], optional): Sampled candidates
+            :obj:`(num_candidates, seed)`, see :func:`compute_ranks`.
+            (default: :obj:`None`, all candidates)
 
     A model may score several rankings of the queries at once, scores of
     shape :obj:`[S, B, N]` (as
@@ -380,10 +417,15 @@ def rank_queries(model: Module, graph: TypedGraph, triples: Tensor,
     :math:`S` :class:`Ranks` then.
     """
     num_processes, process = world()
+    n = triples.size(1)
+    # The queries' indices among all (tail queries, then head queries):
+    # what keys their candidates' draw, whatever the process.
+    mine = torch.arange(process, n, num_processes)
     parts, stacked = _local_ranks(
         model, graph, triples[:, process::num_processes], true_answers,
-        batch_size, progress, remove_edge, types)
-    n = triples.size(1)
+        batch_size, progress, remove_edge, types,
+        None if sample is None else (sample[0], torch.cat([mine, n + mine]),
+                                     sample[1]))
     if num_processes > 1:
         # A process without queries does not know how many rankings the
         # model scores: every process takes the largest count.
@@ -408,12 +450,13 @@ def rank_queries(model: Module, graph: TypedGraph, triples: Tensor,
         out.append(Ranks(
             local, relation=torch.cat([triples[1], triples[1]]).cpu(),
             direction=torch.cat([torch.zeros(n), torch.ones(n)]).long(),
-            candidates=candidates, typed=types is not None))
+            candidates=candidates, typed=types is not None,
+            num_candidates=None if sample is None else sample[0]))
     return out if stacked else out[0]
 
 
 def _local_ranks(model, graph, triples, true_answers, batch_size,
-                 progress, remove_edge, types=None):
+                 progress, remove_edge, types=None, sample=None):
     K = true_answers.num_edge_types
     device = graph.device
     head, relation, answer = (t.to(device)
@@ -463,10 +506,12 @@ def _local_ranks(model, graph, triples, true_answers, batch_size,
             allowed = None if types is None else \
                 types[0].to(device) == types[1].to(device)[q].unsqueeze(1)
             true_pairs = true_answers.lookup(head[chunk], q)
+            drawn = None if sample is None else \
+                (sample[0], sample[1][chunk.cpu()], sample[2])
             for ranking, part in zip(out, scores):
                 ranks = filtered_ranks(
                     part.index_select(0, query_of[chunk] - start),
-                    answer[chunk], true_pairs, allowed)
+                    answer[chunk], true_pairs, allowed, drawn)
                 for key in KEYS:
                     ranking[key][chunk.cpu()] = ranks[key].cpu()
         if report is not None:
@@ -481,15 +526,19 @@ def _local_ranks(model, graph, triples, true_answers, batch_size,
 
 def evaluate(model: Module, data: Any, split: Union[str, Tensor] = 'test',
              tie: str = 'realistic', batch_size: int = 256,
-             typed: bool = True) -> Dict:
+             typed: bool = True, num_candidates: Optional[int] = None,
+             candidate_seed: int = 0) -> Dict:
     r"""Filtered MR, MRR and Hits@1/3/10 of a model on a split of a KG (or
     given triples), both directions pooled, overall and per relation named
     by the KG's :obj:`relation_names` (see :func:`compute_ranks` and
     :meth:`Ranks.metrics`); typed in a KG with node types unless
-    :obj:`typed=False`."""
+    :obj:`typed=False`; against :obj:`num_candidates` sampled candidates
+    per answer if given (the OGB protocol)."""
     kg = as_kg(data)
     return _ranks(model, data, kg, split, None, batch_size, False,
-                  typed=typed).metrics(tie, list(kg.relation_names))
+                  typed=typed, num_candidates=num_candidates,
+                  candidate_seed=candidate_seed).metrics(
+                      tie, list(kg.relation_names))
 
 
 __all__ = ['TrueAnswers', 'filtered_ranks', 'rank_metrics', 'compute_ranks',

@@ -21,7 +21,7 @@ runs of :obj:`benchmarks/anytime.py` (mining and choice take little on the
 small KGs, where training then gets nearly all the time).
 """
 import time
-from typing import Optional
+from typing import Dict, Optional
 
 #: The budget of :obj:`pyg-degreembed train` when none is given: the default
 #: command on an unknown KG ends within minutes.
@@ -55,6 +55,9 @@ class TimePlan:
         self.seconds = seconds
         self.start = time.perf_counter() if start is None else start
         self.setup_end: Optional[float] = None
+        #: The wall seconds of each stage ended so far (:meth:`end_stage`).
+        self.stages: Dict[str, float] = {}
+        self._stage_start = self.start
 
     @property
     def elapsed(self) -> float:
@@ -66,6 +69,15 @@ class TimePlan:
         if self.seconds is None:
             return None
         return max(self.seconds - self.elapsed - SAVE_SECONDS, 1e-3)
+
+    def end_stage(self, name: str) -> float:
+        r"""Records the wall seconds since the previous stage ended (or the
+        start) as stage :obj:`name`'s in :attr:`stages`, and returns
+        them."""
+        now = time.perf_counter()
+        self.stages[name] = round(now - self._stage_start, 3)
+        self._stage_start = now
+        return self.stages[name]
 
     def rule_length_seconds(self) -> Optional[float]:
         r"""The seconds choosing the rule length may take."""
