@@ -33,13 +33,11 @@ import glob
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
-import time
 
-from common import (ANYBURL_DIR, RESULTS, SHARED, machine, update_readme,
-                    write_json, write_markdown)
+from common import (ANYBURL_DIR, RESULTS, SHARED, machine, peak_rss_gb,
+                    timed, update_readme, write_json, write_markdown)
 
 ANYBURL = os.path.join(ANYBURL_DIR, 'run.sh')
 DATASETS = ['family', 'kinship', 'umls', 'wn18rr', 'fb15k-237', 'fb237_v1',
@@ -53,19 +51,6 @@ def folder(name: str) -> str:
     if name in INDUCTIVE:
         return os.path.join(SHARED, 'grail', name)
     return os.path.join(SHARED, name)
-
-
-def timed(argv):
-    # Runs argv; returns (its output, exit code, wall seconds).
-    start = time.perf_counter()
-    process = subprocess.run(argv, stdout=subprocess.PIPE,
-                             stderr=subprocess.STDOUT, text=True)
-    return process.stdout, process.returncode, time.perf_counter() - start
-
-
-def peak_rss_gb(out: str) -> float:
-    # /usr/bin/time -f's last line: the peak RSS in KB.
-    return int(out.strip().splitlines()[-1]) / 1e6
 
 
 def ours(dataset: str, budget: float, work: str) -> dict:

@@ -83,6 +83,21 @@ def write_markdown(name: str, text: str, script: str) -> str:
     return path
 
 
+def timed(argv):
+    r"""Runs :obj:`argv`; returns its output (stdout and stderr), exit code
+    and wall seconds."""
+    start = time.perf_counter()
+    process = subprocess.run(argv, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True)
+    return process.stdout, process.returncode, time.perf_counter() - start
+
+
+def peak_rss_gb(out: str) -> float:
+    r"""The peak RSS in GB of a command run under ``/usr/bin/time -f %M``
+    (its output's last line, in KB)."""
+    return int(out.strip().splitlines()[-1]) / 1e6
+
+
 def save_run(name: str, fields: dict, info: dict) -> str:
     r"""Writes one run as :obj:`results/name`: :obj:`fields` (what was
     run), :obj:`info` (what was measured), the peak RSS and the machine."""

@@ -4,19 +4,28 @@ right rules are known.
     python benchmarks/synthetic.py --triples 1000000 --entities 100000 \\
         --out data/synthetic-1m [--relations 50] [--seed 0]
 
-A KG of ``--relations`` relations: most are *base* relations whose heads
-and tails follow a power law over the entities (one seeded order for all,
-probability proportional to 1 / (rank + 1): hubs and a long tail, as in
-real KGs, the same hubs in every relation); a fifth are *planted*
-relations ``h``, each implied by a chain of 1-3 base relations
-``h(X,Y) <= b1(X,A), b2(A,Y)`` with a known probability (the chain's
-instances are followed from sampled starts; each end pair becomes an ``h``
-triple with that probability, distinct pairs up to the relation's share of
-the triples), plus 10 % random ``h``
-triples as noise; the last relation ``type`` plants constant rules
-``type(X,c_k) <= b_k(X,A)`` (an entity with a ``b_k`` edge is of class
-``c_k`` with probability 0.8).  All triples are shuffled (seeded) into
-train / valid / test (90 / 5 / 5 %).  Deterministic for a seed.
+A KG of ``--relations`` relations of three kinds:
+
+* *planted* relations ``h`` (a fifth), each implied by its own chain of 1-3
+  *body* relations ``h(X,Y) <= b1(X,A), b2(A,Y)`` with a stated
+  probability p: every distinct pair (x, y), x != y, that the body joins
+  is an ``h`` triple with probability p, so the rule's confidence in the
+  generated KG is p up to binomial noise (measured exactly by the tests),
+  plus 10 % random ``h`` triples as noise.  A body relation links the
+  entities of its rule's *community* (a seeded subset), each with
+  ``BODY_DEGREE`` edges to random members, the community sized so that the
+  body joins about as many pairs as the head should have triples;
+* *base* relations (the rest, less one) whose heads and tails follow a
+  power law over the entities (one seeded order for all, probability
+  proportional to 1 / (rank + 1): hubs and a long tail, as in real KGs,
+  the same hubs in every relation): the noise a miner has to search
+  through;
+* ``type``, whose constant rules ``type(X,c_k) <= b_k(X,A)`` (an entity with
+  a ``b_k`` edge, b_k a base relation, is of class ``c_k`` with probability
+  0.8) are planted too.
+
+All triples are shuffled (seeded) into train / valid / test (90 / 5 / 5 %).
+Deterministic for a seed.
 
 Writes ``train.txt``, ``valid.txt``, ``test.txt`` (the three-file layout
 ``load_dataset`` reads) and ``planted.json`` (the planted rules, what
@@ -29,9 +38,12 @@ from typing import Dict, List, Tuple
 
 import torch
 
-#: The share of the triples in base relations; planted relations take the
-#: rest less the type triples.
+#: The share of the triples in base relations, and in planted relations
+#: (their bodies and the type triples come on top).
 BASE_SHARE = 0.6
+PLANTED_SHARE = 0.2
+#: Edges of a body relation per member of its community.
+BODY_DEGREE = 3
 #: Constant-rule classes (entities of the relation `type`).
 CLASSES = 5
 
@@ -51,27 +63,29 @@ def _csr(src: torch.Tensor, dst: torch.Tensor, num_entities: int):
     return ptr, dst[order]
 
 
-def _follow(start: torch.Tensor,
-            chain: List[Tuple[torch.Tensor, torch.Tensor]],
-            generator: torch.Generator):
-    # Random walks along the chain's relations: (start, end) of those that
-    # complete it.
-    node, alive = start, torch.ones_like(start, dtype=torch.bool)
-    for ptr, targets in chain:
+def body_pairs(edges: List[torch.Tensor],
+               num_entities: int) -> torch.Tensor:
+    r"""The distinct pairs :math:`x \neq y` that a chain of relations joins
+    (each relation's edges :obj:`[2, m]`, in the chain's order), as keys
+    :math:`x N + y`, sorted."""
+    x, node = edges[0]
+    for src, dst in edges[1:]:
+        ptr, targets = _csr(src, dst, num_entities)
         degree = ptr[node + 1] - ptr[node]
-        alive &= degree > 0
-        pick = (torch.rand(node.numel(), generator=generator) *
-                degree.clamp(min=1)).long()
-        node = torch.where(alive, targets[(ptr[node] + pick).clamp(
-            max=max(targets.numel() - 1, 0))], node)
-    return start[alive], node[alive]
+        row = torch.repeat_interleave(torch.arange(node.numel()), degree)
+        offset = torch.arange(row.numel()) - \
+            torch.repeat_interleave(degree.cumsum(0) - degree, degree)
+        x, node = x[row], targets[ptr[node][row] + offset]
+        key = torch.unique(x * num_entities + node)
+        x, node = key // num_entities, key % num_entities
+    key = torch.unique(x * num_entities + node)
+    return key[key // num_entities != key % num_entities]
 
 
 def _distinct_pairs(draw, count: int, num_entities: int,
                     rounds: int = 100) -> Tuple[torch.Tensor, torch.Tensor]:
     # Up to `count` distinct pairs (x, y), x != y, from draw(n) -> (x, y)
-    # called until there are enough (or `rounds` draws: a chain that rarely
-    # completes gives fewer).
+    # called until there are enough (or `rounds` draws).
     keys = torch.empty(0, dtype=torch.long)
     for _ in range(rounds):
         x, y = draw(max(count - keys.numel(), 1024) * 2)
@@ -90,55 +104,63 @@ def _distinct_pairs(draw, count: int, num_entities: int,
     return keys // num_entities, keys % num_entities
 
 
+def _community_edges(members: torch.Tensor,
+                     generator: torch.Generator) -> torch.Tensor:
+    # A body relation: BODY_DEGREE edges from each member of a community to
+    # random members.
+    src = members.repeat_interleave(BODY_DEGREE)
+    dst = members[torch.randint(members.numel(), (src.numel(), ),
+                                generator=generator)]
+    return torch.stack([src, dst])
+
+
 def generate(num_triples: int, num_entities: int, num_relations: int = 50,
              seed: int = 0) -> Tuple[Dict[str, torch.Tensor], List[dict]]:
     r"""The triples of each split (:obj:`[3, n]`, head, relation, tail) and
     the planted rules (:obj:`{"head", "body", "probability"}` with relation
     ids, or a constant rule :obj:`{"head", "body", "answer", "constant":
     true}`)."""
-    if num_relations < 7:
-        raise ValueError('at least 7 relations (base, planted and type)')
+    num_planted = max(1, num_relations // 5)
+    lengths = [1 + i % 3 for i in range(num_planted)]
+    num_base = num_relations - 1 - num_planted - sum(lengths)
+    if num_base < 4:
+        raise ValueError('at least 7 relations (base, body, planted and '
+                         'type)')
     gen = torch.Generator().manual_seed(seed)
     type_relation = num_relations - 1
-    num_planted = max(1, num_relations // 5)
-    base = list(range(num_relations - 1 - num_planted))
-    planted_heads = list(range(len(base), type_relation))
-    per_base = int(BASE_SHARE * num_triples / len(base))
-    parts, csr = [], {}
-    # One popularity order for every relation and both ends: the hubs of
-    # one relation are those of the others, so chains of relations meet.
+    base = list(range(num_base))
+    parts = []
+    # One popularity order for every base relation and both ends: the hubs
+    # of one relation are those of the others.
     order = torch.randperm(num_entities, generator=gen)
     for b in base:
         src, dst = _distinct_pairs(
             lambda n: (power_law(order, n, gen), power_law(order, n, gen)),
-            per_base, num_entities)
+            int(BASE_SHARE * num_triples / num_base), num_entities)
         parts.append(torch.stack([src, torch.full_like(src, b), dst]))
-        csr[b] = _csr(src, dst, num_entities)
     planted: List[dict] = []
-    per_planted = int((1 - BASE_SHARE - 0.05) * num_triples / num_planted)
-    for i, h in enumerate(planted_heads):
-        length = 1 + i % 3
-        body = torch.randperm(len(base), generator=gen)[:length].tolist()
+    per_planted = int(PLANTED_SHARE * num_triples / num_planted)
+    body_relation = num_base
+    for i, length in enumerate(lengths):
+        h = num_base + sum(lengths) + i
         probability = 0.5 + 0.4 * float(torch.rand(1, generator=gen))
-        # Starts: entities with an edge of the body's first relation; the
-        # chain's end pairs, each kept with the probability.
-        ptr = csr[body[0]][0]
-        has = (ptr[1:] > ptr[:-1]).nonzero().view(-1)
-
-        def chain_pairs(n):
-            x, y = _follow(has[torch.randint(has.numel(), (n, ),
-                                             generator=gen)],
-                           [csr[b] for b in body], gen)
-            keep = torch.rand(x.numel(), generator=gen) < probability
-            return x[keep], y[keep]
-
-        target = int(per_planted / 1.1)
-        x, y = _distinct_pairs(chain_pairs, target, num_entities)
-        noise = int(0.1 * x.numel())
-        x = torch.cat([x, torch.randint(num_entities, (noise, ),
-                                        generator=gen)])
-        y = torch.cat([y, torch.randint(num_entities, (noise, ),
-                                        generator=gen)])
+        # The body joins about per_planted / (1.1 p) pairs: a community of
+        # that many members / BODY_DEGREE^(length - 1).
+        pairs = per_planted / 1.1 / probability
+        size = min(num_entities, max(
+            2 * BODY_DEGREE, round(pairs / BODY_DEGREE**length)))
+        body = list(range(body_relation, body_relation + length))
+        body_relation += length
+        members = torch.randperm(num_entities, generator=gen)[:size]
+        edges = [_community_edges(members, gen) for _ in body]
+        for b, (src, dst) in zip(body, edges):
+            parts.append(torch.stack([src, torch.full_like(src, b), dst]))
+        key = body_pairs(edges, num_entities)
+        key = key[torch.rand(key.numel(), generator=gen) < probability]
+        noise = torch.randint(num_entities, (2, int(0.1 * key.numel())),
+                              generator=gen)
+        x = torch.cat([key // num_entities, noise[0]])
+        y = torch.cat([key % num_entities, noise[1]])
         parts.append(torch.stack([x, torch.full_like(x, h), y]))
         planted.append({'head': h, 'body': body,
                         'probability': round(probability, 4)})
@@ -146,8 +168,7 @@ def generate(num_triples: int, num_entities: int, num_relations: int = 50,
     classes = torch.randperm(num_entities, generator=gen)[:CLASSES]
     for k in range(CLASSES):
         b = base[k % len(base)]
-        ptr = csr[b][0]
-        x = (ptr[1:] > ptr[:-1]).nonzero().view(-1)
+        x = torch.unique(parts[b][0])
         x = x[(torch.rand(x.numel(), generator=gen) < 0.8) &
               (x != classes[k])]
         parts.append(torch.stack([x, torch.full_like(x, type_relation),

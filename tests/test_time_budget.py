@@ -139,3 +139,12 @@ def test_the_default_batch_is_halved_to_fit_the_memory(
     assert load_checkpoint(checkpoint)['fit']['batch_size'] == 32
     one_line_error(capsys, argv + ['--batch-size', '64', '--overwrite'],
                    'Training with batch_size=64 and num_steps=')
+
+    # A smaller batch's probe that needs more than the scaled estimate
+    # (2 MB per query below 128): halved again until the probe fits.
+    def steeper(model, graph, queries, batch_size):
+        return 10**6 * batch_size * (1 if batch_size == 128 else 2)
+
+    monkeypatch.setattr(budget, 'training_bytes', steeper)
+    assert main(argv + ['--overwrite']) == 0
+    assert 'batch size 16 (the default 128' in capsys.readouterr().out

@@ -164,8 +164,14 @@ def training_batch(model, data, batch_size: int,
         while available is not None and chosen > 1 and \
                 fixed + per_query * chosen > 0.9 * available:
             chosen = 1 << ((chosen - 1).bit_length() - 1)  # the power below
-        if chosen != batch_size:  # probed again: small batches differ
+        # Probed again (small batches differ), halved while the probe does
+        # not fit.
+        while chosen != batch_size:
             needed = training_bytes(model, graph, queries, chosen)
+            available = available_memory()
+            if chosen == 1 or available is None or needed <= available:
+                break
+            chosen //= 2
     check_memory(needed, f'Training with batch_size={chosen} and '
                  f'num_steps={model.num_steps} on {kg.num_nodes} entities')
     return chosen
