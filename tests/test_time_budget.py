@@ -9,7 +9,8 @@ from pyg_degreembed.cli import main
 from pyg_degreembed.interpret.applied_rules import rule_counts
 from pyg_degreembed.interpret.mining import exact_seconds, mine_counts
 from pyg_degreembed.training import time_plan
-from pyg_degreembed.training.scorer import (AGGREGATION_SETTINGS, _rank_until,
+from pyg_degreembed.training.scorer import (AGGREGATION_SETTINGS,
+                                            MIN_CHOICE_TRIPLES, _rank_until,
                                             choose_scorer)
 from pyg_degreembed.training.time_plan import TimePlan
 
@@ -68,23 +69,25 @@ def test_the_choice_ranks_validation_triples_until_its_deadline():
     full, = _rank_until(model, data, valid, None)
     want = compute_ranks(model, data, 'valid')
     assert torch.equal(full.ranks['realistic'], want.ranks['realistic'])
-    # A deadline passed: the first 256 triples, both directions, ranked as
+    # A deadline passed: the first few triples, both directions, ranked as
     # compute_ranks ranks them alone.
+    n = MIN_CHOICE_TRIPLES
+    assert n < valid.size(1)
     part, = _rank_until(model, data, valid, time.perf_counter() - 1.)
-    alone = compute_ranks(model, data, valid[:, :256])
+    alone = compute_ranks(model, data, valid[:, :n])
     assert torch.equal(part.ranks['realistic'], alone.ranks['realistic'])
-    # The choice: the first 256 of a seeded order (u, then the aggregation
+    # The choice: the first few of a seeded order (u, then the aggregation
     # on the same triples).
     choice = choose_scorer(model, data, 2, deadline=time.perf_counter() - 1.,
                            aggregations=AGGREGATION_SETTINGS['max-plus'] +
                            AGGREGATION_SETTINGS['combined'][:1])
-    assert f'on 256 of {valid.size(1)} validation triples' in choice.reason
-    assert all(r.relation.numel() == 512 for r in choice.valid_ranks +
+    assert f'on {n} of {valid.size(1)} validation triples' in choice.reason
+    assert all(r.relation.numel() == 2 * n for r in choice.valid_ranks +
                choice.aggregation_ranks)
     order = torch.randperm(valid.size(1),
                            generator=torch.Generator().manual_seed(0))
     assert torch.equal(choice.valid_ranks[-1].ranks['realistic'],
-                       compute_ranks(model, data, valid[:, order[:256]])
+                       compute_ranks(model, data, valid[:, order[:n]])
                        .ranks['realistic'])
 
 
@@ -148,3 +151,22 @@ def test_the_default_batch_is_halved_to_fit_the_memory(
     monkeypatch.setattr(budget, 'training_bytes', steeper)
     assert main(argv + ['--overwrite']) == 0
     assert 'batch size 16 (the default 128' in capsys.readouterr().out
+
+    # Mining leaves less memory than the batch was chosen with: probed
+    # again after it, and halved.
+    from pyg_degreembed.cli import train as train_command
+    monkeypatch.setattr(budget, 'training_bytes', per_query_megabyte)
+    real_mining = train_command.mine_counts
+
+    def mining_takes_memory(*args, **kwargs):
+        monkeypatch.setattr(budget, 'available_memory', lambda: 20 * 10**6)
+        return real_mining(*args, **kwargs)
+
+    monkeypatch.setattr(train_command, 'mine_counts', mining_takes_memory)
+    monkeypatch.setattr(budget, 'available_memory', lambda: 40 * 10**6)
+    mined = [a for a in argv if a not in ('--scorer', 'model')]
+    assert main(mined + ['--overwrite']) == 0
+    out = capsys.readouterr().out
+    assert 'batch size 32 (the default 128' in out
+    assert 'batch size 16 (after mining, 32 no longer fits the memory)' in out
+    assert load_checkpoint(checkpoint)['fit']['batch_size'] == 16

@@ -247,6 +247,15 @@ def _train(args, config, plan, source, checkpoint, device, process):
         plan.end_stage('set-up')
         if process == 0:
             print(plan.describe('no'))
+    if mine and args.batch_size is None and device.type == 'cpu' and \
+            not (args.resume and os.path.exists(checkpoint)):
+        # What mining holds now is not available to training: the
+        # automatic batch probed again, halved if it no longer fits.
+        smaller = training_batch(model, data, batch, automatic=True)
+        if smaller != batch and process == 0:
+            print(f'batch size {smaller} (after mining, {batch} no longer '
+                  'fits the memory)')
+        config = replace(config, batch_size=smaller)
     result = fit(model, data, config, device=device,
                  progress=not args.no_progress,
                  progress_interval=args.progress_interval,

@@ -17,8 +17,10 @@ does, in two stages that each stop at any time with their best so far:
    :math:`d^L` for degree :math:`d`.  A pattern :math:`\mathbf{p}` found
    gives the rule :math:`(r, \mathbf{p})` and its reverse for the inverse
    query :math:`(\bar r, \bar{\mathbf{p}})`.
-2. **Confidences from sampled body groundings.**  In the order of how
-   often the search found them, each candidate's body is grounded by
+2. **Confidences from sampled body groundings.**  The query relations
+   taking turns, each with its candidates in the order of how often the
+   search found them (every relation's :math:`k`-th before any
+   :math:`(k+1)`-th), each candidate's body is grounded by
    :obj:`num_samples` random walks: a head :math:`x` drawn uniformly from
    the entities with an edge of the body's first type, then at each step an
    edge of the next type drawn uniformly from the current entity's.  Of the
@@ -141,8 +143,7 @@ def sample_rule_counts(data: Any, num_steps: int = 2,
         graph, triples.to(graph.device), L, R, batch_size,
         None if time_limit is None else start + candidate_share * time_limit)
     middle = time.perf_counter()
-    # The most often found first: they are scored first.
-    order = torch.argsort(found, descending=True, stable=True)
+    order = _scoring_order(rules // (K + 1)**L, found)
     counts, scored = _confidences(
         graph, training_queries(kg).to(graph.device), rules[order], L,
         num_samples, generator, None if time_limit is None else
@@ -151,6 +152,24 @@ def sample_rule_counts(data: Any, num_steps: int = 2,
                             scored, num_samples, middle - start,
                             time.perf_counter() - middle)
     return counts, report
+
+
+def _scoring_order(relation: Tensor, found: Tensor) -> Tensor:
+    # The order candidates are scored in: the relations take turns, each
+    # turn a relation's most often found candidate not yet scored (every
+    # relation's k-th before any relation's (k + 1)-th; within a turn, the
+    # most often found first), so that a relation whose candidates the
+    # search met rarely is not left unscored behind the hubs' many.
+    by_count = torch.argsort(found, descending=True, stable=True)
+    grouped = by_count[torch.argsort(relation[by_count], stable=True)]
+    size = torch.bincount(relation, minlength=int(relation.max()) + 1
+                          if relation.numel() else 0)
+    turn = torch.empty_like(found)
+    turn[grouped] = torch.arange(found.numel(), device=found.device) - \
+        torch.repeat_interleave(size.cumsum(0) - size, size)
+    key = turn * (int(found.max()) + 1 if found.numel() else 1) + \
+        (int(found.max()) if found.numel() else 0) - found
+    return torch.argsort(key, stable=True)
 
 
 def _length(pattern: Tensor, K: int) -> Tensor:

@@ -411,8 +411,15 @@ def describe(aggregation: Aggregation) -> str:
     return text + f' and the model (weight {weight:g})' if weight else text
 
 
+#: The validation triples the choice ranks however close its deadline: the
+#: first part of :func:`_rank_until` (small, so that a large KG's ranking
+#: keeps to the budget; the parts double while the time allows).
+MIN_CHOICE_TRIPLES = 32
+
+
 def _rank_until(model: Module, data: Any, triples: Tensor,
-                deadline: Optional[float], first: int = 256) -> List[Ranks]:
+                deadline: Optional[float],
+                first: int = MIN_CHOICE_TRIPLES) -> List[Ranks]:
     # The rankings of compute_ranks on `triples`: all of them without a
     # deadline, else parts of them in their order until the deadline (at
     # least `first` triples; each part up to twice the last, and no more
