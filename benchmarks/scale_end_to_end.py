@@ -7,8 +7,8 @@ MRR against sampled candidates and the recall of the planted rules.
     python benchmarks/scale_end_to_end.py --table-only
 
 Per size T: a KG of T triples requested over T / 10 entities and 50
-relations (``synthetic.py``, seed 0, generated into ``--work`` and kept
-there), then ``pyg-degreembed train --dataset <it> --time-budget B
+relations (``synthetic.py``, seed 0, 500 valid and 500 test triples,
+generated into ``--work`` and kept there), then ``pyg-degreembed train --dataset <it> --time-budget B
 --eval-candidates 500`` with B = T / 1e6 x ``--seconds-per-million`` (720:
 two hours at 10M), at least 60 s, everything else its defaults, alone on
 the machine in its own process (with ``--processes P > 1`` under
@@ -47,12 +47,16 @@ from pyg_degreembed.training.checkpoint import load_checkpoint
 OUTPUT = 'scale_end_to_end.json'
 STAGES = ('set-up', 'mining', 'training', 'choice')
 EVAL_CANDIDATES = 500
+#: Valid and test triples at most (each): ranking a query costs about the
+#: whole graph's edges, for the model and the rules alike.
+MAX_EVAL = 500
 
 
 def dataset(triples: int, work: str) -> str:
     folder = os.path.join(work, f'synthetic-{triples}')
     if not os.path.exists(os.path.join(folder, 'planted.json')):
-        splits, planted = generate(triples, max(triples // 10, 100))
+        splits, planted = generate(triples, max(triples // 10, 100),
+                                   max_eval=MAX_EVAL)
         write(folder, splits, planted, 50)
     return folder
 

@@ -24,7 +24,8 @@ A KG of ``--relations`` relations of three kinds:
   a ``b_k`` edge, b_k a base relation, is of class ``c_k`` with probability
   0.8) are planted too.
 
-All triples are shuffled (seeded) into train / valid / test (90 / 5 / 5 %).
+All triples are shuffled (seeded) into train / valid / test (90 / 5 / 5 %;
+``--max-eval`` caps valid and test, the rest going to train).
 Deterministic for a seed.
 
 Writes ``train.txt``, ``valid.txt``, ``test.txt`` (the three-file layout
@@ -34,7 +35,7 @@ Writes ``train.txt``, ``valid.txt``, ``test.txt`` (the three-file layout
 import argparse
 import json
 import os
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import torch
 
@@ -115,11 +116,13 @@ def _community_edges(members: torch.Tensor,
 
 
 def generate(num_triples: int, num_entities: int, num_relations: int = 50,
-             seed: int = 0) -> Tuple[Dict[str, torch.Tensor], List[dict]]:
+             seed: int = 0, max_eval: Optional[int] = None
+             ) -> Tuple[Dict[str, torch.Tensor], List[dict]]:
     r"""The triples of each split (:obj:`[3, n]`, head, relation, tail) and
     the planted rules (:obj:`{"head", "body", "probability"}` with relation
     ids, or a constant rule :obj:`{"head", "body", "answer", "constant":
-    true}`)."""
+    true}`); valid and test hold 5 % of the triples each, at most
+    :obj:`max_eval` (the rest is train)."""
     num_planted = max(1, num_relations // 5)
     lengths = [1 + i % 3 for i in range(num_planted)]
     num_base = num_relations - 1 - num_planted - sum(lengths)
@@ -177,7 +180,10 @@ def generate(num_triples: int, num_entities: int, num_relations: int = 50,
                         'answer': int(classes[k]), 'constant': True})
     triples = torch.unique(torch.cat(parts, dim=1), dim=1)
     triples = triples[:, torch.randperm(triples.size(1), generator=gen)]
-    cut = [int(0.9 * triples.size(1)), int(0.95 * triples.size(1))]
+    held = int(0.05 * triples.size(1))
+    if max_eval is not None:
+        held = min(held, max_eval)
+    cut = [triples.size(1) - 2 * held, triples.size(1) - held]
     return {'train': triples[:, :cut[0]], 'valid': triples[:, cut[0]:cut[1]],
             'test': triples[:, cut[1]:]}, planted
 
@@ -228,10 +234,12 @@ def main():
     parser.add_argument('--entities', type=int, required=True)
     parser.add_argument('--relations', type=int, default=50)
     parser.add_argument('--seed', type=int, default=0)
+    parser.add_argument('--max-eval', type=int, default=None,
+                        help='at most this many valid and test triples each')
     parser.add_argument('--out', required=True)
     args = parser.parse_args()
     splits, planted = generate(args.triples, args.entities, args.relations,
-                               args.seed)
+                               args.seed, args.max_eval)
     write(args.out, splits, planted, args.relations)
     print(f"{args.out}: {sum(t.size(1) for t in splits.values())} triples, "
           f'{len(planted)} planted rules')

@@ -236,10 +236,17 @@ def test_counts_under_a_time_limit_scale_the_support_of_a_sample():
     candidates = sum(shared[q, c] >= 2 for _, q, c in queries)
     assert 40 < candidates < len(queries)
     scale = candidates / 40
-    raw = sample.support[~empty] / scale
+    # A scaled support never exceeds the body's groundings (the confidence
+    # stays at most 1): bodies rarer than the scale are capped there.
+    assert bool((sample.support <= sample.groundings).all())
+    capped = sample.support[~empty] == sample.groundings[~empty]
+    assert bool(capped.any()) and not bool(capped.all())
+    assert bool((full.support[at][~empty][capped] * scale >=
+                 sample.groundings[~empty][capped]).all())
+    raw = sample.support[~empty][~capped] / scale
     assert torch.allclose(raw, raw.round(), atol=0.5 / scale)
     assert bool((raw.round() >= 2).all())
-    assert bool((raw.round() <= full.support[at][~empty]).all())
+    assert bool((raw.round() <= full.support[at][~empty][~capped]).all())
     assert 0 < int((~empty).sum()) < int((full.body_type < K).sum())
 
 

@@ -95,10 +95,11 @@ def constant_rule_counts(data, chunk_size: int = 65536,
     least one chunk), and so past :data:`MAX_CONSTANT_KEYS` distinct rules:
     the rules with a body are those of the queries joined, their support
     scaled by all queries / queries joined (rounded; an unbiased
-    estimate); the body groundings and the rules with an empty body stay
-    exact.  With :obj:`min_support` above 1, the queries whose (relation,
-    answer) fewer than :obj:`min_support` queries share are not joined
-    (no rule of theirs can reach it: a hub's inverse queries).  Memory:
+    estimate), at most their body groundings; the body groundings and the
+    rules with an empty body stay exact.  With :obj:`min_support` above 1,
+    the queries whose (relation, answer) fewer than :obj:`min_support`
+    queries share are not joined (no rule of theirs can reach it: a hub's
+    inverse queries).  Memory:
     at most :data:`JOIN_ROWS` query-edge rows at once, and the distinct
     rules.
 
@@ -191,6 +192,9 @@ def constant_rule_counts(data, chunk_size: int = 65536,
     b, a = body_type[typed], answer[typed]
     groundings[typed] = heads[b] - has_type[a * K + b].long() - \
         single[b * N + a]
+    # A scaled support is an estimate: never above the exact groundings (a
+    # rare body met in the sample would otherwise get a confidence above 1).
+    support = torch.minimum(support, groundings)
     return ConstantRuleCounts(relation, body_type, body_node, answer,
                               support, groundings)
 

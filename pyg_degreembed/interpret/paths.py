@@ -190,7 +190,8 @@ def _walks(graph: TypedGraph, num_steps: int) -> Iterator[Tensor]:
 
 
 def walk_chunks(graph: TypedGraph, start: Tensor, num_steps: int,
-                max_size: int, max_walks: Optional[int] = None
+                max_size: int, max_walks: Optional[int] = None,
+                max_total: Optional[float] = MAX_TOTAL_WALKS
                 ) -> List[Tuple[int, int]]:
     r"""Splits :obj:`start` into consecutive ranges :obj:`[begin, end)` of
     at most :obj:`max_size` entities whose walks of length
@@ -198,8 +199,8 @@ def walk_chunks(graph: TypedGraph, start: Tensor, num_steps: int,
     :math:`\mathbf{w}_0 = \mathbf{1}`, :math:`\mathbf{M}` counting the
     edges) add up to at most :obj:`max_walks`; an entity with more walks
     than that is a range of its own (:obj:`max_walks` defaults to
-    :data:`MAX_WALKS`).  More than :data:`MAX_TOTAL_WALKS` walks in all are
-    refused."""
+    :data:`MAX_WALKS`).  More than :obj:`max_total` walks in all are
+    refused (:obj:`None`: never)."""
     if max_walks is None:
         max_walks = MAX_WALKS
     walks = torch.ones(graph.num_nodes, dtype=torch.double,
@@ -207,11 +208,11 @@ def walk_chunks(graph: TypedGraph, start: Tensor, num_steps: int,
     for walks in _walks(graph, num_steps):  # to w_L
         pass
     total = float(walks[start].sum())
-    if total > MAX_TOTAL_WALKS:
+    if max_total is not None and total > max_total:
         raise ResourceError(
             f'Paths of length {num_steps} from {start.numel()} start '
             f'entities are about {total:.2g} walks, over the limit of '
-            f'{MAX_TOTAL_WALKS:.0e} (about {total / WALKS_PER_SECOND:.0f} s '
+            f'{max_total:.0e} (about {total / WALKS_PER_SECOND:.0f} s '
             f'at {WALKS_PER_SECOND:.0e} walks per second on 2 cores): use '
             'shorter paths or fewer queries')
     cost = walks[start].tolist()
