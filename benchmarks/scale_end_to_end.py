@@ -8,11 +8,12 @@ MRR against sampled candidates and the recall of the planted rules.
 
 Per size T: a KG of T triples requested over T / 10 entities and 50
 relations (``synthetic.py``, seed 0, 500 valid and 500 test triples,
-generated into ``--work`` and kept there), then ``pyg-degreembed train --dataset <it> --time-budget B
---eval-candidates 500`` with B = T / 1e6 x ``--seconds-per-million`` (720:
-two hours at 10M), at least 60 s, everything else its defaults, alone on
-the machine in its own process (with ``--processes P > 1`` under
-``torchrun --nproc_per_node P``, gloo), under ``/usr/bin/time``.
+generated into ``--work`` and kept there), then ``pyg-degreembed train
+--dataset <it> --time-budget B --eval-candidates 500`` with B = T / 1e6 x
+``--seconds-per-million`` (720: two hours at 10M), at least 60 s,
+everything else its defaults, alone on the machine in its own process
+(with ``--processes P > 1`` under ``torchrun --nproc_per_node P``, gloo),
+under ``/usr/bin/time``.
 
 A row: ``num_triples`` (generated), ``num_entities``, ``processes``,
 ``budget_seconds``, ``wall_seconds`` (the command's, less its test
@@ -37,8 +38,8 @@ import os
 import re
 import sys
 
-from common import (RESULTS, machine, peak_rss_gb, timed, write_json,
-                    write_markdown)
+from common import (RESULTS, figure, machine, peak_rss_gb, save_figure, timed,
+                    write_json, write_markdown)
 from synthetic import generate, planted_recall, write
 
 from pyg_degreembed import AppliedRules, load_dataset
@@ -151,18 +152,13 @@ def table(rows) -> str:
     return '\n'.join(lines)
 
 
-def figure(rows):
-    try:
-        import matplotlib
-        matplotlib.use('Agg')
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return None
+def plot(rows):
     rows = sorted((r for r in rows if r['processes'] == 1),
                   key=lambda r: r['num_triples'])
     if not rows:
         return None
-    fig, ax = plt.subplots(figsize=(5, 3.5))
+    fig, axes = figure(1, 1, (5, 3.5))
+    ax = axes[0][0]
     x = [r['num_triples'] for r in rows]
     for stage in STAGES:
         ax.plot(x, [max(r['stage_seconds'].get(stage, 0), 0.1)
@@ -176,9 +172,7 @@ def figure(rows):
     ax.set_ylabel('seconds')
     ax.legend(fontsize=7)
     fig.tight_layout()
-    path = os.path.join(RESULTS, 'scale_end_to_end.png')
-    fig.savefig(path, dpi=100)
-    return path
+    return save_figure(fig, 'scale_end_to_end.png')
 
 
 def main():
@@ -210,7 +204,7 @@ def main():
             write_json(OUTPUT, result)
     text = table(result['rows'])
     write_markdown('scale_end_to_end.md', text, 'scale_end_to_end.py')
-    figure(result['rows'])
+    plot(result['rows'])
     print(text)
 
 

@@ -683,3 +683,43 @@ def test_rules_and_model_combined_on_a_hand_worked_example():
     with pytest.raises(ValueError, match='max-plus ranks'):
         AppliedRules(**{**rules, 'aggregation': 'max-plus'}).evidence(
             graph, 0, 0, A)
+
+
+@pytest.mark.parametrize('aggregation', [('max-plus', 3, 0.),
+                                         ('noisy-or', 50, 0.3)])
+def test_queries_scored_in_groups_rank_as_all_at_once(monkeypatch,
+                                                      aggregation):
+    # Each query its own group (as a hub's head is): every row orders the
+    # entities as the whole batch scored at once does, in forward and under
+    # several u; the queries' own edges left out alike.
+    import pyg_degreembed.interpret.applied_rules as module
+    data = chain_kg()
+    model = RuleReasoner(data.num_relations, num_steps=2)
+    name, keys, weight = aggregation
+    applied = AppliedRules.mine(data, 2, unseen=5., tie_break=model,
+                                aggregation=name, num_keys=keys,
+                                model_weight=weight)
+    graph = resolve_graph(data, num_relations=data.num_relations)
+    head, relation = data.train_edge_index[0], data.train_edge_type
+    tail = data.train_edge_index[1]
+
+    def scores():
+        return (applied(graph, head, relation),
+                applied(graph, head, relation, remove_tail=tail),
+                applied.score_with_unseen(graph, head, relation, (5., 50.)))
+
+    together = scores()
+    assert len(applied._groups(graph, head)) == 1
+    monkeypatch.setattr(module, 'GROUP_WALKS', 0.)
+    assert len(applied._groups(graph, head)) == head.numel()
+
+    def order(scores):  # each entity's place in its row
+        rows = scores.reshape(-1, scores.size(-1))
+        return torch.argsort(torch.argsort(rows, dim=1, stable=True), dim=1,
+                             stable=True)
+
+    for want, got in zip(together, scores()):
+        assert got.shape == want.shape
+        # The same order in every row (values may differ: the tie-break is
+        # scaled by its batch's largest score).
+        assert torch.equal(order(got), order(want))

@@ -91,6 +91,9 @@ TIE_KEYS = 3
 #: The order of a combined score's ranking keys added to it (see the
 #: module's description).
 KEY_WEIGHT = 1e-9
+#: The most walks (paths before merging, from the heads) of the queries
+#: scored at once; a head with more is scored alone.
+GROUP_WALKS = 1e9
 
 
 class Aggregation(NamedTuple):
@@ -446,6 +449,16 @@ class AppliedRules(Module):
         out[best.cells] = best.values[best.levels]
         return out.view(B, N, self.num_keys)
 
+    def _groups(self, graph: TypedGraph, head: Tensor
+                ) -> List[Tuple[int, int]]:
+        # The queries scored at once: consecutive ranges whose heads' walks
+        # add up to at most GROUP_WALKS (a hub's head alone). A hub's query
+        # fires most rules on most entities (on a 1M-triple KG, 64 queries
+        # at once took more than 24 GB); the firings of one group are
+        # reduced to their cells' best keys before the next.
+        return walk_chunks(graph, head, self.num_steps, head.numel(),
+                           max_walks=GROUP_WALKS, max_total=None)
+
     def _fired(self, graph, head, relation, remove_tail, num_columns):
         # The cells b * N + y that some rule reaches, sorted, their keys as
         # confidence levels (num_columns of them), and the confidence of
@@ -467,7 +480,7 @@ class AppliedRules(Module):
             removed = graph.edge_range(*query_edges(
                 head, relation, remove_tail, self.num_relations)[:3])
         cell, rule = [head.new_empty(0)], [head.new_empty(0)]
-        # The walk count bounds only the chunks, not what is done: the
+        # The walk count sizes the chunks only, it does not refuse: the
         # expansion follows the rules' prefixes and merges equal states
         # (on a hub-heavy 1M-triple KG, 64 queries are 3.3e11 walks and 32
         # of them ranked in 18 s); each step's memory is checked.
@@ -512,6 +525,12 @@ class AppliedRules(Module):
         relation = index_tensor(relation, 'relation').to(graph.device)
         if self.model_weight:
             self._weighted_model()  # refused before any work without one
+        groups = self._groups(graph, head)
+        if len(groups) > 1:
+            return torch.cat([self.forward(
+                graph, head[a:b], relation[a:b], remove_tail=None
+                if remove_tail is None else remove_tail[a:b])
+                for a, b in groups])
         B, N = head.numel(), graph.num_nodes
         best = self._fired(graph, head, relation, remove_tail,
                            self.num_keys if self.aggregation == 'max-plus'
@@ -608,6 +627,12 @@ class AppliedRules(Module):
         if bool(self.type_confidence.any()):
             raise ValueError("the answer-type rules' counts are not kept: "
                              'mine without answer_types')
+        groups = self._groups(graph, head)
+        if len(groups) > 1:
+            return torch.cat([self.score_with_unseen(
+                graph, head[a:b], relation[a:b], unseen, None
+                if remove_tail is None else remove_tail[a:b], aggregations)
+                for a, b in groups], dim=1)
         constants = self.constant_rules
         B, N = head.numel(), graph.num_nodes
         path, constant = self._firings(graph, head, relation, remove_tail)
