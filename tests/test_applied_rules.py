@@ -710,7 +710,7 @@ def test_queries_scored_in_groups_rank_as_all_at_once(monkeypatch,
 
     together = scores()
     assert len(applied._groups(graph, head)) == 1
-    monkeypatch.setattr(module, 'GROUP_WALKS', 0.)
+    monkeypatch.setattr(module, 'GROUP_WALKS', 0)
     assert len(applied._groups(graph, head)) == head.numel()
 
     def order(scores):  # each entity's place in its row

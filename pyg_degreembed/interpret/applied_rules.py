@@ -93,7 +93,7 @@ TIE_KEYS = 3
 KEY_WEIGHT = 1e-9
 #: The most walks (paths before merging, from the heads) of the queries
 #: scored at once; a head with more is scored alone.
-GROUP_WALKS = 1e9
+GROUP_WALKS = 10**9
 
 
 class Aggregation(NamedTuple):
