@@ -39,6 +39,8 @@ from typing import Dict, List, Optional, Tuple
 
 import torch
 
+from pyg_degreembed.data.ragged import ragged_arange
+
 #: The share of the triples in base relations, and in planted relations
 #: (their bodies and the type triples come on top).
 BASE_SHARE = 0.6
@@ -69,17 +71,12 @@ def body_pairs(edges: List[torch.Tensor],
     r"""The distinct pairs :math:`x \neq y` that a chain of relations joins
     (each relation's edges :obj:`[2, m]`, in the chain's order), as keys
     :math:`x N + y`, sorted."""
-    x, node = edges[0]
+    key = torch.unique(edges[0][0] * num_entities + edges[0][1])
     for src, dst in edges[1:]:
-        ptr, targets = _csr(src, dst, num_entities)
-        degree = ptr[node + 1] - ptr[node]
-        row = torch.repeat_interleave(torch.arange(node.numel()), degree)
-        offset = torch.arange(row.numel()) - \
-            torch.repeat_interleave(degree.cumsum(0) - degree, degree)
-        x, node = x[row], targets[ptr[node][row] + offset]
-        key = torch.unique(x * num_entities + node)
         x, node = key // num_entities, key % num_entities
-    key = torch.unique(x * num_entities + node)
+        ptr, targets = _csr(src, dst, num_entities)
+        row, at = ragged_arange(ptr[node], ptr[node + 1] - ptr[node])
+        key = torch.unique(x[row] * num_entities + targets[at])
     return key[key // num_entities != key % num_entities]
 
 
