@@ -405,8 +405,7 @@ def test_choose_scorer_per_query_relation_on_validation():
     both = choose_scorer(model, data, 2, scorer='rules', unseen=unseen,
                          aggregations=pairs)
     assert both.unseen == u and both.aggregation == Aggregation(*a)
-    assert (both.applied.aggregation, both.applied.num_keys,
-            both.applied.model_weight) == Aggregation(*a)
+    assert both.applied.setting == Aggregation(*a)
     assert both.reason.count('noisy-or') == 2
     assert both.reason.count('and the model (weight 0.4)') == 1
     for got, want in zip(both.valid_ranks + both.aggregation_ranks,

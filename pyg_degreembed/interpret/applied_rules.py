@@ -41,6 +41,14 @@ noisy-or over the top rules).
 :meth:`AppliedRules.forward` returns scores that order the candidates
 exactly so (equal keys, equal scores).
 
+**Redundant rules.** With :obj:`redundancy` :math:`\theta`, the path rules
+of a query relation whose predictions on the training graph overlap
+(Jaccard index :math:`\geq \theta`, directly or through other rules) form
+a cluster (see :mod:`pyg_degreembed.interpret.redundancy`) and a cluster
+counts once: a candidate's keys are the confidences of the best rule of each
+cluster that reaches it (SAFRAN's non-redundant noisy-or; constant rules
+count each on its own).
+
 **Rules and model combined.** With :obj:`model_weight` :math:`\alpha > 0`
 (noisy-or only), the tie-break model's score :math:`s` is one more piece of
 evidence, its score scaled to the query's best:
@@ -80,6 +88,9 @@ from pyg_degreembed.interpret.constant_rules import (MIN_CONFIDENCE,
 from pyg_degreembed.interpret.paths import (check_pattern_keys, expand_paths,
                                             pattern_of, walk_chunks)
 from pyg_degreembed.interpret.query_paths import query_paths
+from pyg_degreembed.interpret.redundancy import (RuleOverlap,
+                                                 check_redundancy,
+                                                 rule_clusters, rule_overlap)
 from pyg_degreembed.interpret.rules import Rule, format_atom
 
 #: How the rules that reach a candidate make its rank (see the module's
@@ -105,11 +116,18 @@ class Aggregation(NamedTuple):
     num_keys: int
     #: The weight :math:`\alpha` of the tie-break model's evidence.
     model_weight: float = 0.
+    #: The overlap from which rules count once (see
+    #: :mod:`pyg_degreembed.interpret.redundancy`), :obj:`None`: each rule
+    #: counts.
+    redundancy: Optional[float] = None
 
 
-def check_aggregation(aggregation: Any, model_weight: Any = 0.):
+def check_aggregation(aggregation: Any, model_weight: Any = 0.,
+                      redundancy: Any = None):
     r"""Refuses an aggregation that is not one of :data:`AGGREGATIONS`,
-    and a model weight outside :math:`[0, 1)` or with max-plus."""
+    a model weight outside :math:`[0, 1)` or with max-plus, and a
+    redundancy threshold outside :math:`(0, 1]`."""
+    check_redundancy(redundancy)
     if aggregation not in AGGREGATIONS:
         raise ValueError(f"'aggregation' must be one of {AGGREGATIONS}, got "
                          f'{aggregation!r}')
@@ -164,6 +182,15 @@ class AppliedRules(Module):
             1)` of the tie-break model's evidence in the noisy-or (see the
             module's description). (default: :obj:`0.`, the model breaks
             ties only)
+        overlap (RuleOverlap, optional): The overlaps of the path rules'
+            predictions, their indices in the order of the keys
+            :math:`\mathrm{relation} \cdot (2R + 1)^L + \mathrm{pattern}`
+            (of :attr:`rule_key`; see :meth:`measure_overlap`).
+            (default: :obj:`None`)
+        redundancy (float, optional): The overlap :math:`\theta \in (0,
+            1]` from which path rules count once (see the module's
+            description; needs :obj:`overlap`). (default: :obj:`None`,
+            every rule counts)
     """
     num_relations: int
     num_edge_types: int
@@ -179,6 +206,9 @@ class AppliedRules(Module):
     support: Optional[Tensor]
     groundings: Optional[Tensor]
     type_confidence: Tensor
+    redundancy: Optional[float]
+    overlap_pairs: Optional[Tensor]
+    overlap_jaccard: Optional[Tensor]
 
     def __init__(self, num_relations: int, num_steps: int, relation: Tensor,
                  pattern: Tensor, confidence: Tensor, num_keys: int = 3,
@@ -187,12 +217,15 @@ class AppliedRules(Module):
                  support: Optional[Tensor] = None,
                  groundings: Optional[Tensor] = None,
                  constant_rules: Optional[ConstantRules] = None,
-                 aggregation: str = 'max-plus', model_weight: float = 0.):
+                 aggregation: str = 'max-plus', model_weight: float = 0.,
+                 overlap: Optional[RuleOverlap] = None,
+                 redundancy: Optional[float] = None):
         super().__init__()
         check_positive_ints(num_relations=num_relations, num_keys=num_keys)
-        check_aggregation(aggregation, model_weight)
+        check_aggregation(aggregation, model_weight, redundancy)
         self.aggregation = aggregation
         self.model_weight = float(model_weight)
+        self.redundancy = None if redundancy is None else float(redundancy)
         check_rule_length(num_steps)
         self.num_relations = num_relations
         self.num_edge_types = 2 * num_relations
@@ -219,6 +252,15 @@ class AppliedRules(Module):
         self.register_buffer('type_confidence', type_confidence.double())
         self.constant_rules = None if constant_rules is None else \
             constant_rules.to(self.rule_key.device)
+        self.register_buffer('overlap_pairs', None)
+        self.register_buffer('overlap_jaccard', None)
+        # The clusters of each redundancy asked for (see clusters).
+        self._clusters: Dict[float, Tensor] = {}
+        if overlap is not None:
+            self._set_overlap(overlap)
+        if redundancy is not None and overlap is None:
+            raise ValueError("'redundancy' clusters the rules by their "
+                             "overlap: give an 'overlap' (measure_overlap)")
         # The answer-type ranks of the last graph (see _answer_types).
         self._types: Tuple[Any, Optional[Tensor]] = (None, None)
         #: Rules :func:`~pyg_degreembed.read_anyburl` skipped (not cyclic
@@ -232,6 +274,73 @@ class AppliedRules(Module):
             self.constant_rules = self.constant_rules.to(
                 self.rule_key.device)
         return self
+
+    @property
+    def setting(self) -> Aggregation:
+        r"""How these rules make a candidate's score."""
+        return Aggregation(self.aggregation, self.num_keys, self.model_weight,
+                           self.redundancy)
+
+    def _set_overlap(self, overlap: RuleOverlap):
+        pairs, jaccard = overlap
+        M = self.rule_key.numel()
+        if pairs.dim() != 2 or pairs.size(0) != 2 or \
+                jaccard.shape != pairs.shape[1:] or \
+                (pairs.numel() and (int(pairs.min()) < 0 or
+                                    int(pairs.max()) >= M)):
+            raise ValueError(f"'overlap' must pair rule indices in [0, {M}) "
+                             '(shape [2, E]) with E Jaccard indices')
+        self.overlap_pairs = pairs.long().to(self.rule_key.device)
+        self.overlap_jaccard = jaccard.double().to(self.rule_key.device)
+        self._clusters = {}
+
+    @property
+    def overlap(self) -> Optional[RuleOverlap]:
+        r"""The overlaps of the path rules' predictions (:obj:`None` if
+        not measured)."""
+        if self.overlap_pairs is None or self.overlap_jaccard is None:
+            return None
+        return RuleOverlap(self.overlap_pairs, self.overlap_jaccard)
+
+    def measure_overlap(self, data: Any, **kwargs) -> 'AppliedRules':
+        r"""Measures and keeps the overlaps of the path rules' predictions
+        on the KG :obj:`data` they were mined on
+        (:func:`~pyg_degreembed.interpret.redundancy.rule_overlap`, whose
+        keyword arguments it takes), for :obj:`redundancy`; returns
+        :obj:`self`."""
+        self._set_overlap(rule_overlap(self, data, **kwargs))
+        return self
+
+    def clusters(self, redundancy: float) -> Tensor:
+        r"""The cluster of each path rule (the smallest rule index in it,
+        in the order of :attr:`rule_key`) under the overlap
+        :obj:`redundancy` (see the module's description).
+
+        :rtype: :class:`torch.Tensor` of shape :obj:`[M]`
+        """
+        overlap = self.overlap
+        if overlap is None:
+            raise ValueError("'redundancy' clusters the rules by their "
+                             "overlap: give an 'overlap' (measure_overlap)")
+        redundancy = float(redundancy)
+        if redundancy not in self._clusters:
+            self._clusters[redundancy] = rule_clusters(
+                self.rule_key.numel(), overlap, redundancy)
+        return self._clusters[redundancy].to(self.rule_key.device)
+
+    def _rule_groups(self, redundancy: Optional[float]
+                     ) -> Optional[List[Tensor]]:
+        # Per table of _best_keys (path rules, then constant rules), the
+        # group of each rule, distinct between tables: the path rules'
+        # clusters and each constant rule on its own (None: each rule).
+        if redundancy is None:
+            return None
+        M = self.rule_key.numel()
+        groups = [self.clusters(redundancy)]
+        if self.constant_rules is not None:
+            groups.append(M + torch.arange(len(self.constant_rules),
+                                           device=self.rule_key.device))
+        return groups
 
     def without_constants(self) -> 'AppliedRules':
         r"""The same rules without the constant rules (for a graph with
@@ -271,8 +380,9 @@ class AppliedRules(Module):
              answer_types: bool = False,
              constants: bool = True,
              constant_counts: Optional[ConstantRuleCounts] = None,
-             aggregation: str = 'max-plus', model_weight: float = 0.
-             ) -> 'AppliedRules':
+             aggregation: str = 'max-plus', model_weight: float = 0.,
+             overlap: Optional[RuleOverlap] = None,
+             redundancy: Optional[float] = None) -> 'AppliedRules':
         r"""Every cyclic rule of length at most :obj:`num_steps` that holds
         for at least :obj:`min_support` training queries of its relation,
         with its confidence (see the module's description).
@@ -307,7 +417,15 @@ class AppliedRules(Module):
                 (default: :obj:`"max-plus"`)
             model_weight (float, optional): See :class:`AppliedRules`.
                 (default: :obj:`0.`)
+            overlap (RuleOverlap, optional): The overlaps of the rules'
+                predictions, if already measured (on rules mined from the
+                same counts: the path rules do not depend on :math:`u`).
+                (default: :obj:`None`: measured here with a
+                :obj:`redundancy`)
+            redundancy (float, optional): See :class:`AppliedRules`.
+                (default: :obj:`None`)
         """
+        check_redundancy(redundancy)
         if counts is None:
             counts = rule_counts(data, num_steps)
         keep = counts.support >= min_support
@@ -323,11 +441,16 @@ class AppliedRules(Module):
         if constants:
             constant_rules = ConstantRules.mine(data, min_support, unseen,
                                                 counts=constant_counts)
-        return cls(as_kg(data).num_relations, num_steps,
-                   counts.relation[keep], counts.pattern[keep], confidence,
-                   num_keys, tie_break, type_confidence,
-                   counts.support[keep], counts.groundings[keep],
-                   constant_rules, aggregation, model_weight)
+        applied = cls(as_kg(data).num_relations, num_steps,
+                      counts.relation[keep], counts.pattern[keep],
+                      confidence, num_keys, tie_break, type_confidence,
+                      counts.support[keep], counts.groundings[keep],
+                      constant_rules, aggregation, model_weight, overlap)
+        if redundancy is not None:
+            if overlap is None:
+                applied.measure_overlap(data)
+            applied.redundancy = float(redundancy)
+        return applied
 
     def config(self) -> dict:
         r"""The constructor arguments other than the tensors and the
@@ -339,6 +462,8 @@ class AppliedRules(Module):
             config['aggregation'] = self.aggregation
         if self.model_weight:
             config['model_weight'] = self.model_weight
+        if self.redundancy is not None:
+            config['redundancy'] = self.redundancy
         return config
 
     def to_payload(self) -> dict:
@@ -351,7 +476,9 @@ class AppliedRules(Module):
                 'type_confidence': self.type_confidence,
                 'support': self.support, 'groundings': self.groundings,
                 'constant_rules': None if self.constant_rules is None else
-                self.constant_rules.to_dict()}
+                self.constant_rules.to_dict(),
+                'overlap_pairs': self.overlap_pairs,
+                'overlap_jaccard': self.overlap_jaccard}
 
     @classmethod
     def from_payload(cls, payload: dict,
@@ -365,7 +492,10 @@ class AppliedRules(Module):
                    groundings=payload.get('groundings'),
                    tie_break=tie_break,
                    constant_rules=ConstantRules.from_dict(
-                       payload.get('constant_rules')))
+                       payload.get('constant_rules')),
+                   overlap=None if payload.get('overlap_pairs') is None else
+                   RuleOverlap(payload['overlap_pairs'],
+                               payload['overlap_jaccard']))
 
     def rules(self, relation: int) -> List[Rule]:
         r"""The rules of query relation :obj:`relation` with their
@@ -406,33 +536,43 @@ class AppliedRules(Module):
         :obj:`tail` satisfies (:obj:`None` if none)."""
         graph = resolve_graph(graph, num_relations=self.num_relations,
                               device=self.rule_key.device)
-        P = self._num_patterns
-        found_rules: List[Union[Rule, ConstantRule]] = []
+        found_rules = [rule for rule, _ in
+                       self._reaching(graph, head, relation, tail)]
+        types = graph.pair_type[graph.pair_src == tail].tolist()
+        candidates = [rule for rule in self.type_rules(relation)
+                      if rule.edge_type in types]
+        return found_rules, (candidates[0] if candidates else None)
+
+    def _reaching(self, graph: TypedGraph, head: int, relation: int,
+                  tail: int) -> List[Tuple[Union[Rule, ConstantRule], int]]:
+        # The rules of explain() that reach `tail`, best first, each with its
+        # index (path rules in the order of rule_key, then the constant
+        # rules: the ids of _rule_groups' tables).
+        P, M = self._num_patterns, self.rule_key.numel()
+        found: List[Tuple[Union[Rule, ConstantRule], int]] = []
         if head != tail:
             for _, node, pattern, _ in expand_paths(
                     graph, torch.tensor([head], device=graph.device),
                     self.num_steps):
                 pattern = pattern[node == tail]
-                at, found = find_sorted(self.rule_key, relation * P + pattern)
-                found_rules += [
-                    Rule(relation, pattern_of(int(p), self.num_edge_types),
-                         float(c)) for p, c in zip(pattern[found],
-                                                   self.confidence[at[found]])]
+                at, hit = find_sorted(self.rule_key, relation * P + pattern)
+                found += [
+                    (Rule(relation, pattern_of(int(p), self.num_edge_types),
+                          float(self.confidence[i])), int(i))
+                    for p, i in zip(pattern[hit], at[hit])]
         if self.constant_rules is not None:
             query = torch.tensor([head], device=graph.device)
             rules = self.constant_rules
             _, node, _, rule = rules.fire(
                 graph, query, torch.tensor([relation], device=graph.device),
                 with_rule=True)
-            found_rules += [rules.rule(int(i)) for i in rule[node == tail]]
+            found += [(rules.rule(int(i)), M + int(i))
+                      for i in rule[node == tail]]
         # Best first; equal confidences: path rules by body, then the
         # constant rules in their order.
-        found_rules.sort(key=lambda rule: (-rule.confidence,
-                                           getattr(rule, 'body', ())))
-        types = graph.pair_type[graph.pair_src == tail].tolist()
-        candidates = [rule for rule in self.type_rules(relation)
-                      if rule.edge_type in types]
-        return found_rules, (candidates[0] if candidates else None)
+        found.sort(key=lambda item: (-item[0].confidence,
+                                     getattr(item[0], 'body', ())))
+        return found
 
     def rule_keys(self, graph: TypedGraph, head: Tensor, relation: Tensor,
                   remove_tail: Optional[Tensor] = None) -> Tensor:
@@ -468,12 +608,13 @@ class AppliedRules(Module):
         if constant is not None:
             tables.append(self.constant_rules.confidence)
             firings.append(constant)
-        return _best_keys(firings, tables, self.num_keys, num_columns)
+        return _best_keys(firings, tables, self.num_keys, num_columns,
+                          self._rule_groups(self.redundancy))
 
-    def _firings(self, graph, head, relation, remove_tail):
+    def _firings(self, graph, head, relation, remove_tail, constants=True):
         # Every rule that reaches an entity y for query b: the cells
         # b * N + y and the rules' indices, of the path rules, then of the
-        # constant rules (None without them).
+        # constant rules (None without them or without `constants`).
         N, P = graph.num_nodes, self._num_patterns
         removed = None
         if remove_tail is not None:
@@ -498,7 +639,7 @@ class AppliedRules(Module):
                 cell.append((walk * N + node)[found])
                 rule.append(at[found])
         constant = None
-        if self.constant_rules is not None:
+        if self.constant_rules is not None and constants:
             query, node, _, fired = self.constant_rules.fire(
                 graph, head, relation, removed, with_rule=True)
             constant = (query * N + node, fired)
@@ -549,18 +690,25 @@ class AppliedRules(Module):
                  ) -> 'Evidence':
         r"""The parts of the noisy-or score of :obj:`tail` for
         :obj:`(head, relation, ?)`: its :obj:`num_keys` best rules (of
-        :meth:`explain`) and, with a :obj:`model_weight`, the model; the
+        :meth:`explain`, with a :obj:`redundancy` the best of each cluster)
+        and, with a :obj:`model_weight`, the model; the
         score :meth:`forward` gives it (to the :math:`10^{-9}` of its
         ranking keys) is their :attr:`Evidence.score`."""
         if self.aggregation != 'noisy-or':
             raise ValueError('max-plus ranks by the best rules, not by '
                              'adding their evidence: see explain()')
-        rules, _ = self.explain(graph, head, relation, tail)
-        parts: List[Tuple[Union[Rule, ConstantRule, str], float]] = [
-            (rule, rule.confidence) for rule in rules[:self.num_keys]]
+        graph = resolve_graph(graph, num_relations=self.num_relations,
+                              device=self.rule_key.device)
+        groups = self._rule_groups(self.redundancy)
+        group = None if groups is None else torch.cat(groups).tolist()
+        counted = set()
+        parts: List[Tuple[Union[Rule, ConstantRule, str], float]] = []
+        for rule, index in self._reaching(graph, head, relation, tail):
+            key = index if group is None else group[index]
+            if key not in counted and len(parts) < self.num_keys:
+                counted.add(key)  # a cluster counts by its best rule
+                parts.append((rule, rule.confidence))
         if self.model_weight:
-            graph = resolve_graph(graph, num_relations=self.num_relations,
-                                  device=self.rule_key.device)
             query = torch.tensor([head], device=graph.device), \
                 torch.tensor([relation], device=graph.device)
             score = self._weighted_model()(graph, *query).double()
@@ -614,8 +762,8 @@ class AppliedRules(Module):
             if aggregations is None else aggregations)]
         if not choices:
             raise ValueError("'aggregations' must hold at least one")
-        for aggregation, keys, weight in choices:
-            check_aggregation(aggregation, weight)
+        for aggregation, keys, weight, redundancy in choices:
+            check_aggregation(aggregation, weight, redundancy)
             check_positive_ints(num_keys=keys)
         most = max(a.num_keys for a in choices)
         columns = min(most, max([TIE_KEYS] + [
@@ -655,15 +803,20 @@ class AppliedRules(Module):
                 kept = value[constant[1]] >= MIN_CONFIDENCE
                 tables.append(value)
                 firings.append((constant[0][kept], constant[1][kept]))
-            # The best `keys` rules of a cell are the first of the best.
-            best = _best_keys(firings, tables, most, columns)
-            for a, keys, weight in choices:
-                ranking, bound, noisy = self._ranking_keys(best, keys, a)
-                score = self._score(ranking, bound, best.cells, tail, N)
-                out.append(score if noisy is None or model is None or
-                           not weight else
-                           _combined(score, best.cells, noisy,
-                                     weight * model, N))
+            scores: List[Tensor] = [tail] * len(choices)
+            for redundancy in dict.fromkeys(a.redundancy for a in choices):
+                # The best `keys` rules of a cell are the first of the best.
+                best = _best_keys(firings, tables, most, columns,
+                                  self._rule_groups(redundancy))
+                for i, (a, keys, weight, _) in enumerate(choices):
+                    if choices[i].redundancy != redundancy:
+                        continue
+                    ranking, bound, noisy = self._ranking_keys(best, keys, a)
+                    score = self._score(ranking, bound, best.cells, tail, N)
+                    scores[i] = score if noisy is None or model is None or \
+                        not weight else _combined(score, best.cells, noisy,
+                                                  weight * model, N)
+            out += scores
         out.append(tie.view(-1))
         return torch.stack(out).view(-1, B, N)
 
@@ -887,9 +1040,11 @@ class _BestKeys(NamedTuple):
 
 
 def _best_keys(firings: List[Tuple[Tensor, Tensor]], tables: List[Tensor],
-               num_keys: int, num_columns: int) -> _BestKeys:
+               num_keys: int, num_columns: int,
+               groups: Optional[List[Tensor]] = None) -> _BestKeys:
     r"""The distinct cells (sorted) that rules reach and, per cell, the
-    confidences of its :obj:`num_keys` best rules, best first, as levels:
+    confidences of its :obj:`num_keys` best rules (with :obj:`groups`, the
+    best rule of each group), best first, as levels:
     the confidences of all rules, 0 included, sorted and numbered from 0, so
     that a cell reached by fewer rules has level 0 (confidence 0) in the
     rest; the first :obj:`num_columns` as a matrix.  The firings are sorted
@@ -905,6 +1060,9 @@ def _best_keys(firings: List[Tuple[Tensor, Tensor]], tables: List[Tensor],
         num_keys (int): Rules kept per cell.
         num_columns (int): The columns of :attr:`_BestKeys.levels`
             (:math:`\leq` :obj:`num_keys`).
+        groups (List[torch.Tensor], optional): Per table, the group of
+            each rule (ids distinct between tables): a group counts once
+            per cell, by its best rule. (default: :obj:`None`, each rule)
     """
     zero = tables[0].new_zeros(1)
     values, inverse = torch.unique(torch.cat([zero] + tables),
@@ -914,6 +1072,15 @@ def _best_keys(firings: List[Tuple[Tensor, Tensor]], tables: List[Tensor],
     cell = torch.cat([c for c, _ in firings])
     level = torch.cat([table_level[rule] for (_, rule), table_level
                        in zip(firings, level_of)])
+    if groups is not None and cell.numel():
+        # One firing per (cell, group): the group's best level.
+        group = torch.cat([table_group[rule] for (_, rule), table_group
+                           in zip(firings, groups)])
+        G = int(group.max()) + 1
+        pair, inverse = torch.unique(cell * G + group, return_inverse=True)
+        level = level.new_zeros(pair.numel()).scatter_reduce_(
+            0, inverse, level, 'amax', include_self=False)
+        cell = pair // G
     # Ascending cells; within a cell, descending confidence.
     key = torch.sort(cell * V + (V - 1 - level)).values
     cell = key // V

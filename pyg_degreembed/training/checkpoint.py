@@ -167,7 +167,8 @@ def load_checkpoint(path: str, map_location='cpu') -> Dict[str, Any]:
 FIELDS = ('format', 'library_version', 'model', 'kg', 'fit', 'state',
           'rules', 'scorer', 'model_relations')
 RULES_FIELDS = ('config', 'relation', 'pattern', 'confidence',
-                'type_confidence', 'support', 'groundings', 'constant_rules')
+                'type_confidence', 'support', 'groundings', 'constant_rules',
+                'overlap_pairs', 'overlap_jaccard')
 
 
 def _field_error(path: str, field: str, problem: str) -> CheckpointError:
@@ -304,12 +305,14 @@ def _check_rules(rules: Any, R: int, num_nodes: Any, path: str):
     _known_keys(rules, RULES_FIELDS, path, 'rules')
     config = rules.get('config')
     _known_keys(config, ('num_relations', 'num_steps', 'num_keys',
-                         'aggregation', 'model_weight'), path, 'rules.config')
+                         'aggregation', 'model_weight', 'redundancy'), path,
+                'rules.config')
     try:
         check_rule_length(config.get('num_steps'))
         check_positive_ints(num_keys=config.get('num_keys'))
         check_aggregation(config.get('aggregation', 'max-plus'),
-                          config.get('model_weight', 0.))
+                          config.get('model_weight', 0.),
+                          config.get('redundancy'))
     except ValueError as e:
         raise _field_error(path, 'rules.config', str(e)) from None
     if config.get('num_relations') != R:
@@ -321,6 +324,7 @@ def _check_rules(rules: Any, R: int, num_nodes: Any, path: str):
               'pattern': (0, (K + 1)**config['num_steps'])}
     _check_columns(rules, ('relation', 'pattern', 'confidence', 'support',
                            'groundings'), limits, path, 'rules')
+    _check_overlap(rules, path)
     types = rules.get('type_confidence')
     if not isinstance(types, torch.Tensor) or tuple(types.shape) != (K, K):
         raise _field_error(path, 'rules.type_confidence',
@@ -340,6 +344,31 @@ def _check_rules(rules: Any, R: int, num_nodes: Any, path: str):
                         'body_node': (-1, num_nodes),  # -1: any entity
                         'answer': (0, num_nodes)}, path,
                        'rules.constant_rules')
+
+
+def _check_overlap(rules: dict, path: str):
+    # The rules' overlaps (optional, both or neither): pairs of rule ids
+    # [2, E] and their Jaccard index in [0, 1]; needed by a redundancy.
+    pairs, jaccard = rules.get('overlap_pairs'), rules.get('overlap_jaccard')
+    if pairs is None and jaccard is None:
+        if rules['config'].get('redundancy') is not None:
+            raise _field_error(path, 'rules.config.redundancy', 'the rules '
+                               'hold no overlap_pairs to cluster by')
+        return
+    M = rules['relation'].numel()
+    if not isinstance(pairs, torch.Tensor) or pairs.dim() != 2 or \
+            pairs.size(0) != 2 or pairs.is_floating_point() or \
+            (pairs.numel() and (int(pairs.min()) < 0 or
+                                int(pairs.max()) >= M)):
+        raise _field_error(path, 'rules.overlap_pairs', 'expected integer '
+                           f'rule ids in [0, {M}), shape [2, E]')
+    if not isinstance(jaccard, torch.Tensor) or \
+            jaccard.shape != pairs.shape[1:] or \
+            not jaccard.is_floating_point() or \
+            (jaccard.numel() and not bool(((jaccard >= 0) &
+                                           (jaccard <= 1)).all())):
+        raise _field_error(path, 'rules.overlap_jaccard', 'expected one '
+                           'index in [0, 1] per pair of overlap_pairs')
 
 
 def _check_columns(values: dict, names, limits: Dict[str, tuple],

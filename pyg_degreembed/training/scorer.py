@@ -297,13 +297,15 @@ def choose_scorer(model: Module, data: Any, num_steps: int,
     if not choices:
         raise ValueError("'aggregations' must hold at least one value")
 
-    def mine(u, setting=choices[0]):
+    def mine(u, setting=choices[0], overlap=None):
         return AppliedRules.mine(data, num_steps, unseen=u, tie_break=model,
                                  counts=counts, constants=constants,
                                  constant_counts=constant_counts,
                                  aggregation=setting.name,
                                  num_keys=setting.num_keys,
-                                 model_weight=setting.model_weight).to(device)
+                                 model_weight=setting.model_weight,
+                                 overlap=overlap,
+                                 redundancy=setting.redundancy).to(device)
 
     if kg.valid_edge_type.numel() == 0:
         applied = mine(unseen[0])
@@ -318,6 +320,9 @@ def choose_scorer(model: Module, data: Any, num_steps: int,
     # deadline, the triples in a seeded order, each stage until its own.
     smallest = min(unseen)
     applied_smallest = mine(smallest)
+    if any(a.redundancy is not None for a in choices) and \
+            applied_smallest.overlap is None:
+        applied_smallest.measure_overlap(data, seed=seed)
     valid = split_triples(kg, 'valid')
     stage_deadline = deadline
     if deadline is not None:
@@ -368,8 +373,8 @@ def choose_scorer(model: Module, data: Any, num_steps: int,
         if best:  # the choice per relation on the triples of stage 2
             rules_ranks, model_ranks = aggregation_ranks[best], \
                 aggregation_ranks[-1]
-    applied = mine(u, aggregation) if u != smallest or \
-        aggregation != first else applied_smallest
+    applied = mine(u, aggregation, applied_smallest.overlap) \
+        if u != smallest or aggregation != first else applied_smallest
     shown = ranked[0].relation.numel() // 2
     reason = ('' if shown == valid.size(1) else
               f'on {shown} of {valid.size(1)} validation triples, ') + \
@@ -406,8 +411,10 @@ def choose_scorer(model: Module, data: Any, num_steps: int,
 def describe(aggregation: Aggregation) -> str:
     r"""An aggregation in words, e.g. :obj:`"noisy-or of 50 rules and the
     model (weight 0.3)"`."""
-    name, keys, weight = aggregation
+    name, keys, weight, redundancy = aggregation
     text = f'{name} of {keys} rules'
+    if redundancy is not None:
+        text += f' (those overlapping >= {redundancy:g} counted once)'
     return text + f' and the model (weight {weight:g})' if weight else text
 
 
