@@ -93,6 +93,50 @@ def test_overlap_and_clusters_equal_their_definitions(seed):
             len(index), linked)
 
 
+def test_constant_rules_overlap_and_carry_to_rules_of_another_u():
+    # With constant rules: each rule's predictions read one (x, q, y) at a
+    # time from the rules that explain y for x; the overlap is the Jaccard
+    # index of those sets. Rules mined with a larger u (fewer constant rules)
+    # take the overlaps of the rules they hold, by identity.
+    data = random_kg(seed=2, N=12, R=3, E=60)
+    applied = AppliedRules.mine(data, num_steps=2, min_support=1, unseen=1.)
+    assert len(applied.constant_rules) > 0
+    applied.measure_overlap(data, num_heads=100, min_jaccard=0.)
+    graph = resolve_graph(data, num_relations=data.num_relations)
+    head, relation = sampled_heads(training_queries(data), data.num_nodes,
+                                   100)
+    predicted = {}
+    for x, q in zip(head.tolist(), relation.tolist()):
+        for y in range(data.num_nodes):
+            for _, i in applied._reaching(graph, x, q, y):
+                predicted.setdefault(i, set()).add((x, q, y))
+    expected = {(i, j): len(predicted[i] & predicted[j]) /
+                len(predicted[i] | predicted[j])
+                for i in predicted for j in predicted
+                if i < j and predicted[i] & predicted[j]}
+    got = {tuple(p): float(v) for p, v in zip(
+        applied.overlap.pairs.t().tolist(), applied.overlap.jaccard)}
+    M = applied.rule_key.numel()
+    assert any(j >= M for _, j in expected)  # constant rules among them
+    assert got.keys() == expected.keys()
+    assert all(got[p] == pytest.approx(v) for p, v in expected.items())
+    fewer = AppliedRules.mine(data, num_steps=2, min_support=1,
+                              unseen=20000.)
+    assert len(fewer.constant_rules) < len(applied.constant_rules)
+    fewer.take_overlap(applied)
+    source = {tuple(applied._identities()[p].tolist()): float(v) for p, v in
+              zip(applied.overlap.pairs.t(), applied.overlap.jaccard)}
+    carried = {tuple(fewer._identities()[p].tolist()): float(v) for p, v in
+               zip(fewer.overlap.pairs.t(), fewer.overlap.jaccard)}
+    held = set(fewer._identities().tolist())
+    assert carried == {p: v for p, v in source.items()
+                       if p[0] in held and p[1] in held}
+    # Without the constant rules, the path rules' overlaps stay.
+    paths = applied.without_constants().overlap
+    assert {tuple(p) for p in paths.pairs.t().tolist()} == \
+        {p for p in got if p[1] < M}
+
+
 def test_a_query_with_too_many_pairs_keeps_a_share_of_its_answers(
         monkeypatch):
     # With a tiny pair limit each query keeps some answers, the same for all
@@ -216,8 +260,8 @@ def test_scores_under_redundancy_order_candidates_by_cluster_noisy_or():
     both = applied.score_with_unseen(
         graph, head, relation, [7.],
         aggregations=[('noisy-or', 50, 0., 0.5), ('noisy-or', 50, 0.)])
-    for scores, redundancy in zip(both[:2], (0.5, None)):
-        applied.redundancy = redundancy
+    for scores, threshold in zip(both[:2], (0.5, None)):
+        applied.redundancy = threshold
         alone = applied(graph, head, relation)
         for b in range(head.numel()):
             assert torch.equal(lexicographic_ranks(alone[b].view(-1, 1)),

@@ -41,13 +41,12 @@ noisy-or over the top rules).
 :meth:`AppliedRules.forward` returns scores that order the candidates
 exactly so (equal keys, equal scores).
 
-**Redundant rules.** With :obj:`redundancy` :math:`\theta`, the path rules
-of a query relation whose predictions on the training graph overlap
-(Jaccard index :math:`\geq \theta`, directly or through other rules) form
-a cluster (see :mod:`pyg_degreembed.interpret.redundancy`) and a cluster
-counts once: a candidate's keys are the confidences of the best rule of each
-cluster that reaches it (SAFRAN's non-redundant noisy-or; constant rules
-count each on its own).
+**Redundant rules.** With :obj:`redundancy` :math:`\theta`, the rules (path
+and constant) of a query relation whose predictions on the training graph
+overlap (Jaccard index :math:`\geq \theta`, directly or through other
+rules) form a cluster (see :mod:`pyg_degreembed.interpret.redundancy`) and
+a cluster counts once: a candidate's keys are the confidences of the best
+rule of each cluster that reaches it (SAFRAN's non-redundant noisy-or).
 
 **Rules and model combined.** With :obj:`model_weight` :math:`\alpha > 0`
 (noisy-or only), the tie-break model's score :math:`s` is one more piece of
@@ -182,11 +181,12 @@ class AppliedRules(Module):
             1)` of the tie-break model's evidence in the noisy-or (see the
             module's description). (default: :obj:`0.`, the model breaks
             ties only)
-        overlap (RuleOverlap, optional): The overlaps of the path rules'
-            predictions, their indices in the order of the keys
+        overlap (RuleOverlap, optional): The overlaps of the rules'
+            predictions (see :meth:`measure_overlap`), their indices those
+            of the path rules in the order of the keys
             :math:`\mathrm{relation} \cdot (2R + 1)^L + \mathrm{pattern}`
-            (of :attr:`rule_key`; see :meth:`measure_overlap`).
-            (default: :obj:`None`)
+            (of :attr:`rule_key`), then :math:`M` + those of the constant
+            rules in their order. (default: :obj:`None`)
         redundancy (float, optional): The overlap :math:`\theta \in (0,
             1]` from which path rules count once (see the module's
             description; needs :obj:`overlap`). (default: :obj:`None`,
@@ -281,9 +281,15 @@ class AppliedRules(Module):
         return Aggregation(self.aggregation, self.num_keys, self.model_weight,
                            self.redundancy)
 
+    @property
+    def num_rules(self) -> int:
+        r"""The path and constant rules."""
+        return self.rule_key.numel() + (0 if self.constant_rules is None
+                                        else len(self.constant_rules))
+
     def _set_overlap(self, overlap: RuleOverlap):
         pairs, jaccard = overlap
-        M = self.rule_key.numel()
+        M = self.num_rules
         if pairs.dim() != 2 or pairs.size(0) != 2 or \
                 jaccard.shape != pairs.shape[1:] or \
                 (pairs.numel() and (int(pairs.min()) < 0 or
@@ -296,27 +302,56 @@ class AppliedRules(Module):
 
     @property
     def overlap(self) -> Optional[RuleOverlap]:
-        r"""The overlaps of the path rules' predictions (:obj:`None` if
-        not measured)."""
+        r"""The overlaps of the rules' predictions (:obj:`None` if not
+        measured)."""
         if self.overlap_pairs is None or self.overlap_jaccard is None:
             return None
         return RuleOverlap(self.overlap_pairs, self.overlap_jaccard)
 
     def measure_overlap(self, data: Any, **kwargs) -> 'AppliedRules':
-        r"""Measures and keeps the overlaps of the path rules' predictions
-        on the KG :obj:`data` they were mined on
+        r"""Measures and keeps the overlaps of the rules' predictions on
+        the KG :obj:`data` they were mined on
         (:func:`~pyg_degreembed.interpret.redundancy.rule_overlap`, whose
         keyword arguments it takes), for :obj:`redundancy`; returns
         :obj:`self`."""
         self._set_overlap(rule_overlap(self, data, **kwargs))
         return self
 
+    def _identities(self) -> Tensor:
+        # Each rule's identity, the same in rules mined with another u:
+        # the path rules' keys, then the constant rules' (body key, answer)
+        # above them.
+        if self.constant_rules is None:
+            return self.rule_key
+        rules = self.constant_rules
+        P = self.num_edge_types * self._num_patterns
+        return torch.cat([self.rule_key,
+                          P + rules.key * rules.num_nodes + rules.answer])
+
+    def take_overlap(self, other: 'AppliedRules') -> 'AppliedRules':
+        r"""Keeps the overlaps measured for :obj:`other`, rules mined from
+        the same counts (e.g. with another :math:`u`, which keeps fewer
+        constant rules), for the rules that both hold; returns
+        :obj:`self`."""
+        overlap = other.overlap
+        if overlap is None:
+            raise ValueError('the other rules hold no overlap')
+        mine = self._identities()
+        order = torch.argsort(mine)
+        at, found = find_sorted(mine[order],
+                                other._identities()[overlap.pairs])
+        both = found.all(dim=0)
+        pairs = order[at[:, both]]
+        self._set_overlap(RuleOverlap(pairs.sort(dim=0).values,
+                                      overlap.jaccard[both]))
+        return self
+
     def clusters(self, redundancy: float) -> Tensor:
-        r"""The cluster of each path rule (the smallest rule index in it,
-        in the order of :attr:`rule_key`) under the overlap
+        r"""The cluster of each rule (path rules, then constant rules, see
+        :obj:`overlap`; the smallest index in it) under the overlap
         :obj:`redundancy` (see the module's description).
 
-        :rtype: :class:`torch.Tensor` of shape :obj:`[M]`
+        :rtype: :class:`torch.Tensor` of shape :obj:`[num_rules]`
         """
         overlap = self.overlap
         if overlap is None:
@@ -325,29 +360,32 @@ class AppliedRules(Module):
         redundancy = float(redundancy)
         if redundancy not in self._clusters:
             self._clusters[redundancy] = rule_clusters(
-                self.rule_key.numel(), overlap, redundancy)
+                self.num_rules, overlap, redundancy)
         return self._clusters[redundancy].to(self.rule_key.device)
 
     def _rule_groups(self, redundancy: Optional[float]
                      ) -> Optional[List[Tensor]]:
         # Per table of _best_keys (path rules, then constant rules), the
-        # group of each rule, distinct between tables: the path rules'
-        # clusters and each constant rule on its own (None: each rule).
+        # cluster of each rule (None: each rule on its own).
         if redundancy is None:
             return None
+        cluster = self.clusters(redundancy)
         M = self.rule_key.numel()
-        groups = [self.clusters(redundancy)]
-        if self.constant_rules is not None:
-            groups.append(M + torch.arange(len(self.constant_rules),
-                                           device=self.rule_key.device))
-        return groups
+        return [cluster[:M]] if self.constant_rules is None else \
+            [cluster[:M], cluster[M:]]
 
     def without_constants(self) -> 'AppliedRules':
         r"""The same rules without the constant rules (for a graph with
-        other entities than the one they were mined on)."""
-        return AppliedRules.from_payload(
-            {**self.to_payload(), 'constant_rules': None},
-            self.tie_break).to(self.rule_key.device)
+        other entities than the one they were mined on); their overlaps
+        between path rules kept."""
+        payload = {**self.to_payload(), 'constant_rules': None}
+        overlap = self.overlap
+        if overlap is not None:
+            paths = (overlap.pairs < self.rule_key.numel()).all(dim=0)
+            payload['overlap_pairs'] = overlap.pairs[:, paths]
+            payload['overlap_jaccard'] = overlap.jaccard[paths]
+        return AppliedRules.from_payload(payload, self.tie_break).to(
+            self.rule_key.device)
 
     def __getstate__(self):
         # The answer-type cache holds a weak reference (not picklable).
@@ -381,7 +419,6 @@ class AppliedRules(Module):
              constants: bool = True,
              constant_counts: Optional[ConstantRuleCounts] = None,
              aggregation: str = 'max-plus', model_weight: float = 0.,
-             overlap: Optional[RuleOverlap] = None,
              redundancy: Optional[float] = None) -> 'AppliedRules':
         r"""Every cyclic rule of length at most :obj:`num_steps` that holds
         for at least :obj:`min_support` training queries of its relation,
@@ -417,13 +454,9 @@ class AppliedRules(Module):
                 (default: :obj:`"max-plus"`)
             model_weight (float, optional): See :class:`AppliedRules`.
                 (default: :obj:`0.`)
-            overlap (RuleOverlap, optional): The overlaps of the rules'
-                predictions, if already measured (on rules mined from the
-                same counts: the path rules do not depend on :math:`u`).
-                (default: :obj:`None`: measured here with a
-                :obj:`redundancy`)
-            redundancy (float, optional): See :class:`AppliedRules`.
-                (default: :obj:`None`)
+            redundancy (float, optional): See :class:`AppliedRules`; the
+                overlaps are measured on :obj:`data`
+                (:meth:`measure_overlap`). (default: :obj:`None`)
         """
         check_redundancy(redundancy)
         if counts is None:
@@ -445,10 +478,9 @@ class AppliedRules(Module):
                       counts.relation[keep], counts.pattern[keep],
                       confidence, num_keys, tie_break, type_confidence,
                       counts.support[keep], counts.groundings[keep],
-                      constant_rules, aggregation, model_weight, overlap)
+                      constant_rules, aggregation, model_weight)
         if redundancy is not None:
-            if overlap is None:
-                applied.measure_overlap(data)
+            applied.measure_overlap(data)
             applied.redundancy = float(redundancy)
         return applied
 
@@ -611,10 +643,10 @@ class AppliedRules(Module):
         return _best_keys(firings, tables, self.num_keys, num_columns,
                           self._rule_groups(self.redundancy))
 
-    def _firings(self, graph, head, relation, remove_tail, constants=True):
+    def _firings(self, graph, head, relation, remove_tail):
         # Every rule that reaches an entity y for query b: the cells
         # b * N + y and the rules' indices, of the path rules, then of the
-        # constant rules (None without them or without `constants`).
+        # constant rules (None without them).
         N, P = graph.num_nodes, self._num_patterns
         removed = None
         if remove_tail is not None:
@@ -639,7 +671,7 @@ class AppliedRules(Module):
                 cell.append((walk * N + node)[found])
                 rule.append(at[found])
         constant = None
-        if self.constant_rules is not None and constants:
+        if self.constant_rules is not None:
             query, node, _, fired = self.constant_rules.fire(
                 graph, head, relation, removed, with_rule=True)
             constant = (query * N + node, fired)

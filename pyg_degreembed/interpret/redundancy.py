@@ -1,17 +1,18 @@
-r"""Redundant rules: path rules of one query relation whose predictions
+r"""Redundant rules: rules of one query relation whose predictions
 overlap, so that a noisy-or counts their shared evidence once (SAFRAN's
 non-redundant noisy-or, Ott, Meilicke and Samwald, AKBC 2021).
 
-Two path rules :math:`r_i, r_j` of query relation :math:`q` are compared by
-the Jaccard index of their predictions on the training graph, for a sample
-:math:`S_q` of the heads of the training queries of :math:`q`:
+Two rules :math:`r_i, r_j` (path or constant rules) of query relation
+:math:`q` are compared by the Jaccard index of their predictions on the
+training graph, for a sample :math:`S_q` of the heads of the training
+queries of :math:`q`:
 
 .. math::
     J(r_i, r_j) = \frac{|\hat{H}_i \cap \hat{H}_j|}
     {|\hat{H}_i \cup \hat{H}_j|}, \qquad
-    \hat{H}_i = \{(x, y) : x \in S_q,\; \mathbf{p}_i(x, y),\; x \neq y\},
-
-with :math:`\mathbf{p}_i` the body of :math:`r_i`.  A query whose
+    \hat{H}_i = \{(x, y) : x \in S_q,\; r_i \text{ predicts } y
+    \text{ for } x,\; x \neq y\}.
+  A query whose
 predictions would make more than :data:`MAX_QUERY_PAIRS` co-firing pairs
 keeps a share of its answers (the same entities for every rule, drawn by a
 hash of the entity), so that the cost is bounded whatever the graph; the
@@ -48,8 +49,9 @@ MIN_JACCARD = 0.1
 class RuleOverlap(NamedTuple):
     r"""Pairs of path rules of one query relation with their Jaccard
     index (see :func:`rule_overlap`)."""
-    #: Rule indices :math:`i < j` (in the order of
-    #: :attr:`AppliedRules.rule_key`), shape :obj:`[2, E]`.
+    #: Rule indices :math:`i < j` (path rules in the order of
+    #: :attr:`AppliedRules.rule_key`, then the constant rules), shape
+    #: :obj:`[2, E]`.
     pairs: Tensor
     #: Their Jaccard index, shape :obj:`[E]`.
     jaccard: Tensor
@@ -93,7 +95,7 @@ def sampled_heads(queries: Tensor, num_nodes: int, num_heads: int,
 def rule_overlap(rules: Any, data: Any, num_heads: int = OVERLAP_HEADS,
                  seed: int = 0, min_jaccard: float = MIN_JACCARD
                  ) -> RuleOverlap:
-    r"""The Jaccard index of the predictions of every two path rules of
+    r"""The Jaccard index of the predictions of every two rules of
     :obj:`rules` with the same query relation, on the training graph of
     :obj:`data` and :obj:`num_heads` heads per query relation (see the
     module's description); the pairs with an index of at least
@@ -112,7 +114,8 @@ def rule_overlap(rules: Any, data: Any, num_heads: int = OVERLAP_HEADS,
     """
     check_positive_ints(num_heads=num_heads)
     kg = as_kg(data)
-    N, M = kg.num_nodes, rules.rule_key.numel()
+    N, M = kg.num_nodes, rules.num_rules
+    paths = rules.rule_key.numel()
     device = rules.rule_key.device
     graph = resolve_graph(data, num_relations=kg.num_relations,
                           device=device)
@@ -123,9 +126,11 @@ def rule_overlap(rules: Any, data: Any, num_heads: int = OVERLAP_HEADS,
     counts = torch.zeros(0, dtype=torch.long, device=device)
     for begin in range(0, head.numel(), QUERIES_AT_ONCE):
         end = begin + QUERIES_AT_ONCE
-        (cell, rule), _ = rules._firings(graph, head[begin:end],
-                                         relation[begin:end], None,
-                                         constants=False)
+        (cell, rule), constant = rules._firings(
+            graph, head[begin:end], relation[begin:end], None)
+        if constant is not None:  # their indices after the path rules'
+            cell = torch.cat([cell, constant[0]])
+            rule = torch.cat([rule, paths + constant[1]])
         cell, rule = _bounded(cell, rule, N, M, seed)
         size += torch.bincount(rule, minlength=M)
         pair, count = _cofiring_pairs(cell, rule, M)

@@ -324,7 +324,6 @@ def _check_rules(rules: Any, R: int, num_nodes: Any, path: str):
               'pattern': (0, (K + 1)**config['num_steps'])}
     _check_columns(rules, ('relation', 'pattern', 'confidence', 'support',
                            'groundings'), limits, path, 'rules')
-    _check_overlap(rules, path)
     types = rules.get('type_confidence')
     if not isinstance(types, torch.Tensor) or tuple(types.shape) != (K, K):
         raise _field_error(path, 'rules.type_confidence',
@@ -344,6 +343,7 @@ def _check_rules(rules: Any, R: int, num_nodes: Any, path: str):
                         'body_node': (-1, num_nodes),  # -1: any entity
                         'answer': (0, num_nodes)}, path,
                        'rules.constant_rules')
+    _check_overlap(rules, path)
 
 
 def _check_overlap(rules: dict, path: str):
@@ -355,7 +355,9 @@ def _check_overlap(rules: dict, path: str):
             raise _field_error(path, 'rules.config.redundancy', 'the rules '
                                'hold no overlap_pairs to cluster by')
         return
-    M = rules['relation'].numel()
+    constants = rules.get('constant_rules')
+    M = rules['relation'].numel() + (0 if constants is None else
+                                     constants['relation'].numel())
     if not isinstance(pairs, torch.Tensor) or pairs.dim() != 2 or \
             pairs.size(0) != 2 or pairs.is_floating_point() or \
             (pairs.numel() and (int(pairs.min()) < 0 or

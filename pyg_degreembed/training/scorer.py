@@ -297,15 +297,18 @@ def choose_scorer(model: Module, data: Any, num_steps: int,
     if not choices:
         raise ValueError("'aggregations' must hold at least one value")
 
-    def mine(u, setting=choices[0], overlap=None):
-        return AppliedRules.mine(data, num_steps, unseen=u, tie_break=model,
-                                 counts=counts, constants=constants,
-                                 constant_counts=constant_counts,
-                                 aggregation=setting.name,
-                                 num_keys=setting.num_keys,
-                                 model_weight=setting.model_weight,
-                                 overlap=overlap,
-                                 redundancy=setting.redundancy).to(device)
+    def mine(u, setting=choices[0], overlap_of=None):
+        # The rules under u and the setting; the overlaps of a redundancy
+        # measured here, or taken from the rules `overlap_of`.
+        applied = AppliedRules.mine(
+            data, num_steps, unseen=u, tie_break=model, counts=counts,
+            constants=constants, constant_counts=constant_counts,
+            aggregation=setting.name, num_keys=setting.num_keys,
+            model_weight=setting.model_weight,
+            redundancy=None if overlap_of else setting.redundancy)
+        if overlap_of is not None and setting.redundancy is not None:
+            applied.take_overlap(overlap_of).redundancy = setting.redundancy
+        return applied.to(device)
 
     if kg.valid_edge_type.numel() == 0:
         applied = mine(unseen[0])
@@ -373,7 +376,7 @@ def choose_scorer(model: Module, data: Any, num_steps: int,
         if best:  # the choice per relation on the triples of stage 2
             rules_ranks, model_ranks = aggregation_ranks[best], \
                 aggregation_ranks[-1]
-    applied = mine(u, aggregation, applied_smallest.overlap) \
+    applied = mine(u, aggregation, applied_smallest) \
         if u != smallest or aggregation != first else applied_smallest
     shown = ranked[0].relation.numel() // 2
     reason = ('' if shown == valid.size(1) else
