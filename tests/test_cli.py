@@ -2,8 +2,9 @@ import json
 import math
 
 import pytest
+import torch
 
-from pyg_degreembed import load_model
+from pyg_degreembed import AppliedRules, load_model
 from pyg_degreembed.cli import main
 from pyg_degreembed.data.datasets import load_dataset
 from pyg_degreembed.training.checkpoint import load_checkpoint
@@ -274,6 +275,69 @@ def test_rules_and_model_combined_score_and_its_evidence(tmp_path, capsys):
     assert sum(float(part[0]) for part in parts) == pytest.approx(
         total, abs=1e-3 * len(parts))
     assert 1 - math.exp(-total) == pytest.approx(float(score), rel=1e-3)
+
+
+def test_non_redundant_rules_and_their_evidence(tmp_path, capsys):
+    # --aggregation non-redundant: rules whose predictions overlap count
+    # once; the checkpoint keeps the overlaps, and explain shows one rule
+    # per cluster as evidence, adding up to its noisy-or score.
+    # r2 is r0 followed by r1 and r3 a copy of r2, so that the rules
+    # r0 <= r2, inv_r1 and r0 <= r3, inv_r1 predict much the same.
+    kg = tmp_path / 'kg.tsv'
+    kg.write_text(''.join(
+        f'e{i}\tr0\tf{i * 7 % 60}\nf{i * 7 % 60}\tr1\tg{i * 11 % 60}\n'
+        f'e{i}\tr2\tg{i * 11 % 60}\ne{i}\tr3\tg{i * 11 % 60}\n'
+        for i in range(60)))
+    checkpoint = str(tmp_path / 'm.pt')
+    assert main(['train', '--dataset', str(kg), '--dim', '4', '--epochs',
+                 '1', '--batch-size', '16', '--checkpoint', checkpoint,
+                 '--no-progress', '--scorer', 'rules', '--steps', '2',
+                 '--aggregation', 'non-redundant']) == 0
+    assert '(those overlapping >= 0.7 counted once)' in \
+        capsys.readouterr().out
+    payload = load_checkpoint(checkpoint)
+    assert payload['rules']['config']['redundancy'] == 0.7
+    applied = AppliedRules.from_payload(payload['rules'])
+    cluster = applied.clusters(0.7)
+    assert torch.unique(cluster).numel() < applied.num_rules
+    texts = {}  # each rule's text and its cluster
+    for q in range(2 * applied.num_relations):
+        for rule in applied.rules(q):
+            key = q * applied._num_patterns + sum(
+                (k + 1) * (2 * applied.num_relations + 1) ** (
+                    len(rule.body) - 1 - i) for i, k in enumerate(rule.body))
+            index = int((applied.rule_key == key).nonzero())
+            texts[rule.format(payload['kg']['relation_names'])] = \
+                int(cluster[index])
+    merged = 0
+    for head in range(60):
+        assert main(['predict', '--checkpoint', checkpoint, '--head',
+                     f'e{head}', '--relation', 'r0', '--k', '1',
+                     '--show-known']) == 0
+        lines = capsys.readouterr().out.splitlines()
+        if len(lines) < 4 or lines[3].strip().startswith('(no '):
+            continue
+        tail = lines[3].split()[2]
+        assert main(['explain', '--checkpoint', checkpoint, '--head',
+                     f'e{head}', '--relation', 'r0', '--tail', tail,
+                     '--k', '100']) == 0
+        lines = capsys.readouterr().out.splitlines()
+        at = next(i for i, line in enumerate(lines)
+                  if line.startswith('noisy-or score '))
+        listed = [line for line in lines[next(
+            i for i, line in enumerate(lines)
+            if line.startswith('applied rules that')) + 1:at]
+            if line.strip() != 'none']
+        parts = [line.split(maxsplit=4)[-1] for line in lines[at + 1:]]
+        clusters = [texts[part] for part in parts]
+        # One part per cluster that reaches the answer.
+        assert len(set(clusters)) == len(clusters) == len(
+            {texts[line.strip()] for line in listed})
+        score, total = lines[at].split()[2], lines[at].split()[-1]
+        assert 1 - math.exp(-float(total.rstrip(':'))) == pytest.approx(
+            float(score), rel=1e-3)
+        merged += len(listed) - len(parts)
+    assert merged > 0  # redundant rules reached some answers
 
 
 def model_relation(checkpoint, name):

@@ -11,7 +11,7 @@ from pyg_degreembed.evaluation.predict import predict, reflexive
 from pyg_degreembed.interpret.anyburl import anyburl_lines, read_anyburl
 from pyg_degreembed.interpret.explain import explain
 from pyg_degreembed.training.checkpoint import SCORERS, save_json
-from pyg_degreembed.training.scorer import PerRelationScorer
+from pyg_degreembed.training.scorer import PerRelationScorer, describe
 
 
 def _evaluate_parser(sub):
@@ -232,7 +232,8 @@ def _rules_ranking(applied) -> str:
     if applied.model_weight:
         return ('the noisy-or of the applied rules and the model (weight '
                 f'{applied.model_weight:g})')
-    return f'the applied rules ({applied.aggregation}), the model as tie-break'
+    return f'the applied rules ({describe(applied.setting)}), the model as ' \
+        'tie-break'
 
 
 def _print_evidence(evidence, data):

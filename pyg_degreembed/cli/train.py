@@ -60,13 +60,17 @@ def _train_parser(sub):
                    "score (the paper's); 'auto', per query relation the one "
                    "with the better validation MRR")
     p.add_argument('--aggregation', default='auto',
-                   choices=['max-plus', 'noisy-or', 'combined', 'auto'],
+                   choices=['max-plus', 'noisy-or', 'combined',
+                            'non-redundant', 'auto'],
                    help="how the rules that reach an answer rank it: "
                    "'noisy-or', 1 - prod(1 - confidence) of its best rules "
                    "first, then as 'max-plus', the best rule first, ties "
                    "by the next; 'combined', the noisy-or of the rules and "
                    "of the model's score scaled to the query's best, with "
-                   "a weight; 'auto', the one with the best validation MRR")
+                   "a weight; 'non-redundant', the noisy-or with rules "
+                   "whose predictions on the training graph overlap "
+                   "counted once (SAFRAN's); 'auto', the one with the best "
+                   "validation MRR")
     p.add_argument('--rank', type=int, default=model_default['rank'],
                    help='rank T (neurallp always uses 1)')
     p.add_argument('--dim', type=int, default=model_default['embedding_dim'],

@@ -23,7 +23,8 @@ directly or through others (the connected components), form a cluster;
 :class:`~pyg_degreembed.AppliedRules` with :obj:`redundancy=theta` counts a
 cluster once, by its best rule that reaches the answer.
 """
-from typing import Any, NamedTuple
+import time
+from typing import Any, NamedTuple, Optional, Tuple
 
 import torch
 from torch import Tensor
@@ -39,7 +40,7 @@ from pyg_degreembed.evaluation.candidates import splitmix64
 OVERLAP_HEADS = 32
 #: The most pairs of rules that reach the same answer counted for one query
 #: (a query with more keeps a share of its answers).
-MAX_QUERY_PAIRS = 1 << 18
+MAX_QUERY_PAIRS = 1 << 14
 #: Queries whose rules are followed at once.
 QUERIES_AT_ONCE = 64
 #: Pairs with a smaller Jaccard index are not kept.
@@ -72,10 +73,11 @@ def check_redundancy(redundancy: Any):
 def sampled_heads(queries: Tensor, num_nodes: int, num_heads: int,
                   seed: int = 0) -> Tensor:
     r"""Up to :obj:`num_heads` distinct heads per query relation of the
-    queries :obj:`[3, Q]` (head, relation, tail), in a seeded random order.
+    queries :obj:`[3, Q]` (head, relation, tail), drawn in a seeded random
+    order, taken in turns: the first head of every relation, then the
+    second, and so on (so that a prefix covers every relation).
 
-    :rtype: :class:`torch.Tensor` of shape :obj:`[2, S]` (head, relation),
-        sorted by relation
+    :rtype: :class:`torch.Tensor` of shape :obj:`[2, S]` (head, relation)
     """
     pairs = torch.unique(queries[1] * num_nodes + queries[0])
     order = torch.randperm(pairs.numel(),
@@ -86,15 +88,17 @@ def sampled_heads(queries: Tensor, num_nodes: int, num_heads: int,
     relation = relation[order]
     _, count = torch.unique_consecutive(relation, return_counts=True)
     first = torch.repeat_interleave(torch.cumsum(count, 0) - count, count)
-    keep = torch.arange(order.numel()) - first < num_heads
+    turn = torch.arange(order.numel()) - first
+    keep = turn < num_heads
     chosen = pairs[order[keep]]
+    chosen = chosen[torch.argsort(turn[keep], stable=True)]
     return torch.stack([chosen % num_nodes, chosen // num_nodes])
 
 
 @torch.no_grad()
 def rule_overlap(rules: Any, data: Any, num_heads: int = OVERLAP_HEADS,
-                 seed: int = 0, min_jaccard: float = MIN_JACCARD
-                 ) -> RuleOverlap:
+                 seed: int = 0, min_jaccard: float = MIN_JACCARD,
+                 deadline: Optional[float] = None) -> RuleOverlap:
     r"""The Jaccard index of the predictions of every two rules of
     :obj:`rules` with the same query relation, on the training graph of
     :obj:`data` and :obj:`num_heads` heads per query relation (see the
@@ -111,6 +115,10 @@ def rule_overlap(rules: Any, data: Any, num_heads: int = OVERLAP_HEADS,
             kept where a query has too many pairs. (default: :obj:`0`)
         min_jaccard (float, optional): The smallest index kept. (default:
             :data:`MIN_JACCARD`)
+        deadline (float, optional): A :func:`time.perf_counter` reading
+            after which no more heads are followed (the first
+            :data:`QUERIES_AT_ONCE` are, in the turns of
+            :func:`sampled_heads`). (default: :obj:`None`)
     """
     check_positive_ints(num_heads=num_heads)
     kg = as_kg(data)
@@ -122,9 +130,10 @@ def rule_overlap(rules: Any, data: Any, num_heads: int = OVERLAP_HEADS,
     head, relation = sampled_heads(training_queries(kg), N, num_heads,
                                    seed).to(device)
     size = torch.zeros(M, dtype=torch.long, device=device)
-    keys = torch.zeros(0, dtype=torch.long, device=device)
-    counts = torch.zeros(0, dtype=torch.long, device=device)
+    merged = _PairCounts(device)
     for begin in range(0, head.numel(), QUERIES_AT_ONCE):
+        if begin and deadline is not None and time.perf_counter() > deadline:
+            break
         end = begin + QUERIES_AT_ONCE
         (cell, rule), constant = rules._firings(
             graph, head[begin:end], relation[begin:end], None)
@@ -133,16 +142,38 @@ def rule_overlap(rules: Any, data: Any, num_heads: int = OVERLAP_HEADS,
             rule = torch.cat([rule, paths + constant[1]])
         cell, rule = _bounded(cell, rule, N, M, seed)
         size += torch.bincount(rule, minlength=M)
-        pair, count = _cofiring_pairs(cell, rule, M)
-        keys, inverse = torch.unique(torch.cat([keys, pair]),
-                                     return_inverse=True)
-        counts = torch.zeros_like(keys).index_add_(
-            0, inverse, torch.cat([counts, count]))
+        merged.add(*_cofiring_pairs(cell, rule, M))
+    keys, counts = merged.merge()
     first, second = keys // max(M, 1), keys % max(M, 1)
     jaccard = counts.double() / (size[first] + size[second] - counts)
     keep = jaccard >= min_jaccard
     return RuleOverlap(torch.stack([first[keep], second[keep]]),
                        jaccard[keep])
+
+
+class _PairCounts:
+    # Counts of pair keys added in parts, merged (summed by key) when the
+    # parts pending outgrow the merged ones: O(n log n) in all.
+    def __init__(self, device):
+        empty = torch.zeros(0, dtype=torch.long, device=device)
+        self.keys, self.counts = [empty], [empty]
+        self.merged = self.pending = 0
+
+    def add(self, keys: Tensor, counts: Tensor):
+        self.keys.append(keys)
+        self.counts.append(counts)
+        self.pending += keys.numel()
+        if self.pending > self.merged:
+            self.merge()
+
+    def merge(self) -> Tuple[Tensor, Tensor]:
+        keys, inverse = torch.unique(torch.cat(self.keys),
+                                     return_inverse=True)
+        counts = torch.zeros_like(keys).index_add_(0, inverse,
+                                                   torch.cat(self.counts))
+        self.keys, self.counts = [keys], [counts]
+        self.merged, self.pending = keys.numel(), 0
+        return keys, counts
 
 
 def _bounded(cell: Tensor, rule: Tensor, N: int, M: int, seed: int):

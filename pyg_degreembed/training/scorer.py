@@ -131,16 +131,23 @@ def relation_choice(options: Sequence[Ranks], num_relations: int) -> Tensor:
 #: one (see :obj:`benchmarks/applied_rules.py`).
 UNSEEN_CHOICES = (200., 5.)
 #: The aggregations of the rules (:class:`AppliedRules`) by name, each
-#: with the number of rules it reads per answer (:obj:`num_keys`) and the
-#: model's weight: max-plus of 3; noisy-or of 50, which adds up more
-#: evidence (see :obj:`benchmarks/aggregation.py`); and noisy-or of the
-#: rules and the model, with 3 or 50 rules and the model's weight 0.1, 0.3
-#: or 0.5 (see :obj:`benchmarks/combination.py`).
+#: with the number of rules it reads per answer (:obj:`num_keys`), the
+#: model's weight and the redundancy: max-plus of 3; noisy-or of 50, which
+#: adds up more evidence (see :obj:`benchmarks/aggregation.py`); noisy-or
+#: of the rules and the model, with 3 or 50 rules and the model's weight
+#: 0.1, 0.3 or 0.5 (see :obj:`benchmarks/combination.py`); and the
+#: non-redundant noisy-or of 3 or 50 rules, rules overlapping by a Jaccard
+#: index of 0.7 counted once (see :obj:`benchmarks/redundancy.py`).
 AGGREGATION_SETTINGS = {
     'max-plus': (Aggregation('max-plus', 3), ),
     'noisy-or': (Aggregation('noisy-or', 50), ),
     'combined': tuple(Aggregation('noisy-or', keys, weight)
-                      for keys in (3, 50) for weight in (0.1, 0.3, 0.5))}
+                      for keys in (3, 50) for weight in (0.1, 0.3, 0.5)),
+    'non-redundant': tuple(Aggregation('noisy-or', keys, 0., 0.7)
+                           for keys in (3, 50))}
+#: The share of the choice's time (with a deadline) that measuring the
+#: rules' overlaps may take (for a redundancy).
+OVERLAP_SHARE = 0.2
 #: The most settings of :math:`u` and aggregation that the reason of
 #: :func:`choose_scorer` lists (else the best and the first).
 MAX_LISTED = 6
@@ -297,17 +304,25 @@ def choose_scorer(model: Module, data: Any, num_steps: int,
     if not choices:
         raise ValueError("'aggregations' must hold at least one value")
 
-    def mine(u, setting=choices[0], overlap_of=None):
-        # The rules under u and the setting; the overlaps of a redundancy
-        # measured here, or taken from the rules `overlap_of`.
+    overlap_deadline = None if deadline is None else \
+        start + OVERLAP_SHARE * (deadline - start)
+
+    def mine(u, setting=choices[0], overlap_of=None, measure=False):
+        # The rules under u and the setting; the overlaps (of a redundancy,
+        # or if `measure`) measured here, or taken from the rules
+        # `overlap_of`.
         applied = AppliedRules.mine(
             data, num_steps, unseen=u, tie_break=model, counts=counts,
             constants=constants, constant_counts=constant_counts,
             aggregation=setting.name, num_keys=setting.num_keys,
-            model_weight=setting.model_weight,
-            redundancy=None if overlap_of else setting.redundancy)
-        if overlap_of is not None and setting.redundancy is not None:
-            applied.take_overlap(overlap_of).redundancy = setting.redundancy
+            model_weight=setting.model_weight)
+        if setting.redundancy is not None or measure:
+            if overlap_of is None:
+                applied.measure_overlap(data, seed=seed,
+                                        deadline=overlap_deadline)
+            else:
+                applied.take_overlap(overlap_of)
+            applied.redundancy = setting.redundancy
         return applied.to(device)
 
     if kg.valid_edge_type.numel() == 0:
@@ -322,10 +337,8 @@ def choose_scorer(model: Module, data: Any, num_steps: int,
     # the u chosen, on the triples of stage 1 in the same order. With a
     # deadline, the triples in a seeded order, each stage until its own.
     smallest = min(unseen)
-    applied_smallest = mine(smallest)
-    if any(a.redundancy is not None for a in choices) and \
-            applied_smallest.overlap is None:
-        applied_smallest.measure_overlap(data, seed=seed)
+    applied_smallest = mine(smallest, measure=any(
+        a.redundancy is not None for a in choices))
     valid = split_triples(kg, 'valid')
     stage_deadline = deadline
     if deadline is not None:
