@@ -23,7 +23,8 @@ from pyg_degreembed.training.config import TrainConfig
 from pyg_degreembed.training.distributed import init_from_env, world
 from pyg_degreembed.training.files import check_output, exclusive, input_files
 from pyg_degreembed.training.loop import fit
-from pyg_degreembed.training.scorer import (AGGREGATION_SETTINGS,
+from pyg_degreembed.training.scorer import (AGGREGATION_CHOICES,
+                                            AGGREGATION_SETTINGS,
                                             choose_scorer, describe)
 from pyg_degreembed.training.time_plan import DEFAULT_SECONDS, TimePlan
 
@@ -69,8 +70,8 @@ def _train_parser(sub):
                    "of the model's score scaled to the query's best, with "
                    "a weight; 'non-redundant', the noisy-or with rules "
                    "whose predictions on the training graph overlap "
-                   "counted once (SAFRAN's); 'auto', the one with the best "
-                   "validation MRR")
+                   "counted once (SAFRAN's); 'auto', the one of the first "
+                   "three with the best validation MRR")
     p.add_argument('--rank', type=int, default=model_default['rank'],
                    help='rank T (neurallp always uses 1)')
     p.add_argument('--dim', type=int, default=model_default['embedding_dim'],
@@ -277,10 +278,8 @@ def _train(args, config, plan, source, checkpoint, device, process):
                        'with --resume)')
     scorer = model
     if mine:
-        aggregations = [setting for name, settings in
-                        AGGREGATION_SETTINGS.items()
-                        if args.aggregation in (name, 'auto')
-                        for setting in settings]
+        aggregations = AGGREGATION_CHOICES if args.aggregation == 'auto' \
+            else AGGREGATION_SETTINGS[args.aggregation]
         choice = choose_scorer(model, data, args.steps, args.scorer, device,
                                mined=mined, deadline=plan.deadline(),
                                seed=args.seed, aggregations=aggregations)

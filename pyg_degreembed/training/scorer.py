@@ -151,10 +151,15 @@ OVERLAP_SHARE = 0.2
 #: The most settings of :math:`u` and aggregation that the reason of
 #: :func:`choose_scorer` lists (else the best and the first).
 MAX_LISTED = 6
+#: The settings of :data:`AGGREGATION_SETTINGS` that :obj:`train
+#: --aggregation auto` chooses from: all but the non-redundant noisy-or,
+#: which did not gain on validation where measured (its overlaps would take
+#: a share of the choice's time; see :obj:`benchmarks/redundancy.py`).
+AUTO_AGGREGATIONS = ('max-plus', 'noisy-or', 'combined')
 #: Those :func:`choose_scorer` chooses from by default, the preferred first:
-#: every one of :data:`AGGREGATION_SETTINGS`.
-AGGREGATION_CHOICES = tuple(a for settings in AGGREGATION_SETTINGS.values()
-                            for a in settings)
+#: those of :data:`AUTO_AGGREGATIONS`.
+AGGREGATION_CHOICES = tuple(a for name in AUTO_AGGREGATIONS
+                            for a in AGGREGATION_SETTINGS[name])
 
 
 class UnseenChoices(Module):
