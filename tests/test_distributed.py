@@ -75,3 +75,55 @@ def test_two_processes_equal_one_process(tmp_path):
     # Only process 0 wrote the checkpoint (and the 1-process run its own).
     assert sorted(f for f in os.listdir(out_dir) if f.startswith('run')) \
         == ['run1.pt', 'run2.pt']
+
+
+def mining_worker(process, world_size, out_dir):
+    from test_applied_rules import random_kg
+    from pyg_degreembed.interpret import sampled_rules
+    dist.init_process_group('gloo', init_method='file://' + os.path.join(
+        out_dir, 'mining'), rank=process, world_size=world_size)
+    torch.set_num_threads(1)
+    # What this process itself searches and scores.
+    work = {}
+    search, score = sampled_rules._candidates, sampled_rules._confidences
+
+    def candidates(graph, triples, *args):
+        work['searched'] = triples.size(1)
+        return search(graph, triples, *args)
+
+    def confidences(graph, queries, rules, *args):
+        work['scored'] = rules.numel()
+        return score(graph, queries, rules, *args)
+
+    sampled_rules._candidates = candidates
+    sampled_rules._confidences = confidences
+    counts, report = sampled_rules.sample_rule_counts(
+        random_kg(1, N=12, R=3, E=40), 3, num_samples=4000, seed=1)
+    torch.save({'counts': tuple(counts), 'report': tuple(report),
+                'work': work},
+               os.path.join(out_dir, f'mined{process}.pt'))
+    dist.destroy_process_group()
+
+
+def test_two_processes_share_the_sampled_mining(tmp_path):
+    # Each process searches half the triples and scores half the
+    # candidates; both end with every rule. On a small graph with many
+    # walks per rule the counts are exact, as with one process
+    # (test_sampled_rules.test_full_search_finds_the_exact_rules).
+    from test_applied_rules import random_kg
+    from pyg_degreembed.interpret.applied_rules import rule_counts
+    out_dir = str(tmp_path)
+    mp.spawn(mining_worker, args=(2, out_dir), nprocs=2, join=True)
+    exact = rule_counts(random_kg(1, N=12, R=3, E=40), 3)
+    results = [torch.load(os.path.join(out_dir, f'mined{p}.pt'))
+               for p in range(2)]
+    for result in results:
+        for got, want in zip(result['counts'], exact):
+            assert torch.equal(got, want)
+        searched, total, _, candidates, scored = result['report'][:5]
+        assert searched == total and scored == candidates
+    # Each did half the work.
+    assert [r['work']['searched'] for r in results] == [
+        (total + 1) // 2, total // 2]
+    assert [r['work']['scored'] for r in results] == [
+        (candidates + 1) // 2, candidates // 2]

@@ -34,6 +34,15 @@ does, in two stages that each stop at any time with their best so far:
    :math:`\mathrm{support} / (\mathrm{groundings} + u)` penalises rules with
    little evidence as the exact counts do.
 
+Under :mod:`torch.distributed` (e.g. :obj:`torchrun`) the processes share
+the work: each searches every :math:`W`-th triple of the order (process
+:math:`k` from the :math:`k`-th), the candidates found are gathered, and
+each scores every :math:`W`-th candidate of the scoring order with walks of
+its own (seeded by :obj:`seed` and its index); every process ends with all
+the rules.  Without a time limit the rules are those of one process (their
+sampled counts differ by the walks drawn); with one, :math:`W` processes
+search and score about :math:`W` times as much.
+
 :class:`SamplingReport` says how much was drawn.  Memory: the search runs in
 slices of at most :data:`~pyg_degreembed.interpret.paths.MAX_WALKS` paths
 (a triple whose ends have more walks than that is skipped and counted), and
@@ -55,6 +64,8 @@ from pyg_degreembed.data.typed_graph import TypedGraph
 from pyg_degreembed.interpret.applied_rules import RuleCounts
 from pyg_degreembed.interpret.paths import (MAX_WALKS, check_pattern_keys,
                                             expand_paths, walk_totals)
+from pyg_degreembed.training.distributed import (all_gather_tensors,
+                                                 all_reduce_sum, world)
 
 
 class SamplingReport(NamedTuple):
@@ -110,8 +121,9 @@ def sample_rule_counts(data: Any, num_steps: int = 2,
         candidate_share (float, optional): The share of :obj:`time_limit`
             the candidate search may take; the confidences take the rest
             (and what the search left). (default: :obj:`0.5`)
-        seed (int, optional): Seed of the triples' order and the walks.
-            (default: :obj:`0`)
+        seed (int, optional): Seed of the triples' order and the walks
+            (with :math:`W` processes, process :math:`k`'s walks are seeded
+            by :math:`W \cdot \mathrm{seed} + k`). (default: :obj:`0`)
         batch_size (int, optional): Triples searched at once (fewer where
             their walks are many). (default: :obj:`256`)
 
@@ -139,15 +151,31 @@ def sample_rule_counts(data: Any, num_steps: int = 2,
     triples = torch.unique(torch.stack([h, r, t])[:, h != t], dim=1)
     triples = triples[:, torch.randperm(triples.size(1),
                                         generator=generator)]
+    processes, process = world()
     rules, found, searched, skipped = _candidates(
-        graph, triples.to(graph.device), L, R, batch_size,
+        graph, triples[:, process::processes].to(graph.device), L, R,
+        batch_size,
         None if time_limit is None else start + candidate_share * time_limit)
+    if processes > 1:  # every process's candidates, merged
+        rules, inverse = torch.unique(torch.cat(all_gather_tensors(rules)),
+                                      return_inverse=True)
+        found = torch.zeros_like(rules).index_add_(
+            0, inverse, torch.cat(all_gather_tensors(found)))
+        searched = int(all_reduce_sum(searched, 'cpu'))
+        skipped = int(all_reduce_sum(skipped, 'cpu'))
+        generator = torch.Generator().manual_seed(seed * processes + process)
     middle = time.perf_counter()
     order = _scoring_order(rules // (K + 1)**L, found)
     counts, scored = _confidences(
-        graph, training_queries(kg).to(graph.device), rules[order], L,
-        num_samples, generator, None if time_limit is None else
-        start + time_limit)
+        graph, training_queries(kg).to(graph.device),
+        rules[order][process::processes], L, num_samples, generator,
+        None if time_limit is None else start + time_limit)
+    if processes > 1:  # every process's rules, in the order of their keys
+        columns = [torch.cat(all_gather_tensors(column)) for column in counts]
+        P = (K + 1)**L
+        order = torch.argsort(columns[0] * P + columns[1])
+        counts = RuleCounts(*(column[order] for column in columns))
+        scored = int(all_reduce_sum(scored, 'cpu'))
     report = SamplingReport(searched, triples.size(1), skipped, rules.numel(),
                             scored, num_samples, middle - start,
                             time.perf_counter() - middle)

@@ -10,12 +10,17 @@ pyg_degreembed.cli train ...`; :func:`~pyg_degreembed.fit` and
   so the update equals the single-process one for the same global batch;
 * evaluation triples are split between the processes and the ranks gathered
   in the single-process order;
+* the sampled rule miner
+  (:func:`~pyg_degreembed.interpret.sampled_rules.sample_rule_counts`)
+  splits the triples it searches and the candidates it scores, and every
+  process gets all the rules;
 * checkpoints are written by process 0 only.
 """
-from typing import Tuple
+from typing import List, Tuple
 
 import torch
 import torch.distributed as dist
+from torch import Tensor
 
 
 def world() -> Tuple[int, int]:
@@ -68,6 +73,22 @@ def all_reduce_sum(value: float, device) -> float:
     tensor = torch.tensor([value], dtype=torch.double, device=device)
     dist.all_reduce(tensor)
     return float(tensor)
+
+
+def all_gather_tensors(tensor: Tensor) -> List[Tensor]:
+    r"""Every process's 1-D tensor (their lengths may differ), in process
+    order (:obj:`[tensor]` without a process group)."""
+    num_processes = world()[0]
+    if num_processes == 1:
+        return [tensor]
+    size = torch.tensor([tensor.numel()], device=tensor.device)
+    sizes = [torch.zeros_like(size) for _ in range(num_processes)]
+    dist.all_gather(sizes, size)
+    padded = tensor.new_zeros(max(int(s) for s in sizes))
+    padded[:tensor.numel()] = tensor
+    parts = [torch.empty_like(padded) for _ in range(num_processes)]
+    dist.all_gather(parts, padded)
+    return [part[:int(s)] for part, s in zip(parts, sizes)]
 
 
 def gather_strided(parts, num_processes: int):
