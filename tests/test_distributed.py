@@ -127,3 +127,44 @@ def test_two_processes_share_the_sampled_mining(tmp_path):
         (total + 1) // 2, total // 2]
     assert [r['work']['scored'] for r in results] == [
         (candidates + 1) // 2, candidates // 2]
+
+
+def choice_worker(process, world_size, out_dir):
+    import time
+
+    import pyg_degreembed.training.scorer as scorer_module
+    from pyg_degreembed import load_dataset
+    from pyg_degreembed.training.scorer import choose_scorer
+    dist.init_process_group('gloo', init_method='file://' + os.path.join(
+        out_dir, 'choice'), rank=process, world_size=world_size)
+    torch.set_num_threads(1)
+    rank = scorer_module.compute_ranks
+
+    def slow(*args, **kwargs):  # process 1 ranks at a slower pace
+        time.sleep(0.3 * process)
+        return rank(*args, **kwargs)
+
+    scorer_module.compute_ranks = slow
+    data = load_dataset('family')
+    seed_everything(1)
+    model = DegreEmbedReasoner(data.num_relations, embedding_dim=8,
+                               hidden_channels=8)
+    choice = choose_scorer(model, data, 2, deadline=time.perf_counter() + 3.,
+                           unseen=(5., 200.), seed=0)
+    torch.save([r.ranks['realistic'] for r in choice.valid_ranks],
+               os.path.join(out_dir, f'choice{process}.pt'))
+    dist.destroy_process_group()
+
+
+def test_a_deadline_bound_choice_ranks_the_same_triples_in_each_process(
+        tmp_path):
+    # The parts of the validation triples ranked before the deadline follow
+    # each process's pace; the processes take the smallest, so that the
+    # gathered ranks stay whole (else: a size mismatch in the gather).
+    out_dir = str(tmp_path)
+    mp.spawn(choice_worker, args=(2, out_dir), nprocs=2, join=True)
+    first, second = (torch.load(os.path.join(out_dir, f'choice{p}.pt'))
+                     for p in range(2))
+    assert all(torch.equal(a, b) for a, b in zip(first, second))
+    # More than the first part, fewer than all 2,038 triples (both ways).
+    assert 2 * 32 < first[0].numel() < 2 * 2038

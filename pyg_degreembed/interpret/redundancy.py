@@ -34,6 +34,7 @@ from pyg_degreembed.data.kg import check_positive_ints, training_queries
 from pyg_degreembed.data.ragged import ragged_arange
 from pyg_degreembed.data.resolve import resolve_graph
 from pyg_degreembed.evaluation.candidates import splitmix64
+from pyg_degreembed.training.distributed import all_reduce_number
 
 #: Heads of training queries per query relation whose predictions are
 #: compared (a seeded sample).
@@ -132,8 +133,9 @@ def rule_overlap(rules: Any, data: Any, num_heads: int = OVERLAP_HEADS,
     size = torch.zeros(M, dtype=torch.long, device=device)
     merged = _PairCounts(device)
     for begin in range(0, head.numel(), QUERIES_AT_ONCE):
-        if begin and deadline is not None and time.perf_counter() > deadline:
-            break
+        if begin and deadline is not None and all_reduce_number(
+                float(time.perf_counter() > deadline), 'max'):
+            break  # every process, when one is late
         end = begin + QUERIES_AT_ONCE
         (cell, rule), constant = rules._firings(
             graph, head[begin:end], relation[begin:end], None)

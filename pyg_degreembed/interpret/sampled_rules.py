@@ -65,7 +65,7 @@ from pyg_degreembed.interpret.applied_rules import RuleCounts
 from pyg_degreembed.interpret.paths import (MAX_WALKS, check_pattern_keys,
                                             expand_paths, walk_totals)
 from pyg_degreembed.training.distributed import (all_gather_tensors,
-                                                 all_reduce_sum, world)
+                                                 all_reduce_number, world)
 
 
 class SamplingReport(NamedTuple):
@@ -161,8 +161,8 @@ def sample_rule_counts(data: Any, num_steps: int = 2,
                                       return_inverse=True)
         found = torch.zeros_like(rules).index_add_(
             0, inverse, torch.cat(all_gather_tensors(found)))
-        searched = int(all_reduce_sum(searched, 'cpu'))
-        skipped = int(all_reduce_sum(skipped, 'cpu'))
+        searched = int(all_reduce_number(searched))
+        skipped = int(all_reduce_number(skipped))
         generator = torch.Generator().manual_seed(seed * processes + process)
     middle = time.perf_counter()
     order = _scoring_order(rules // (K + 1)**L, found)
@@ -175,7 +175,7 @@ def sample_rule_counts(data: Any, num_steps: int = 2,
         P = (K + 1)**L
         order = torch.argsort(columns[0] * P + columns[1])
         counts = RuleCounts(*(column[order] for column in columns))
-        scored = int(all_reduce_sum(scored, 'cpu'))
+        scored = int(all_reduce_number(scored))
     report = SamplingReport(searched, triples.size(1), skipped, rules.numel(),
                             scored, num_samples, middle - start,
                             time.perf_counter() - middle)

@@ -66,12 +66,27 @@ def all_reduce_gradients(module: torch.nn.Module):
         dist.all_reduce(param.grad)
 
 
-def all_reduce_sum(value: float, device) -> float:
-    r"""The sum of a number over the processes."""
+#: The reductions of :func:`all_reduce_number`.
+REDUCTIONS = {'sum': dist.ReduceOp.SUM, 'min': dist.ReduceOp.MIN,
+              'max': dist.ReduceOp.MAX}
+
+
+def collective_device() -> torch.device:
+    r"""Where the process group's collectives take their tensors: the
+    current CUDA device under NCCL, else the CPU."""
+    if world()[0] > 1 and dist.get_backend() == 'nccl':
+        return torch.device('cuda', torch.cuda.current_device())
+    return torch.device('cpu')
+
+
+def all_reduce_number(value: float, reduction: str = 'sum') -> float:
+    r"""The sum (or :obj:`"min"`, :obj:`"max"`) of a number over the
+    processes."""
     if world()[0] == 1:
         return value
-    tensor = torch.tensor([value], dtype=torch.double, device=device)
-    dist.all_reduce(tensor)
+    tensor = torch.tensor([value], dtype=torch.double,
+                          device=collective_device())
+    dist.all_reduce(tensor, REDUCTIONS[reduction])
     return float(tensor)
 
 
@@ -81,14 +96,16 @@ def all_gather_tensors(tensor: Tensor) -> List[Tensor]:
     num_processes = world()[0]
     if num_processes == 1:
         return [tensor]
-    size = torch.tensor([tensor.numel()], device=tensor.device)
+    device = collective_device()
+    size = torch.tensor([tensor.numel()], device=device)
     sizes = [torch.zeros_like(size) for _ in range(num_processes)]
     dist.all_gather(sizes, size)
-    padded = tensor.new_zeros(max(int(s) for s in sizes))
+    padded = tensor.new_zeros(max(int(s) for s in sizes), device=device)
     padded[:tensor.numel()] = tensor
     parts = [torch.empty_like(padded) for _ in range(num_processes)]
     dist.all_gather(parts, padded)
-    return [part[:int(s)] for part, s in zip(parts, sizes)]
+    return [part[:int(s)].to(tensor.device)
+            for part, s in zip(parts, sizes)]
 
 
 def gather_strided(parts, num_processes: int):

@@ -26,7 +26,7 @@ from pyg_degreembed.training.checkpoint import (FORMAT, CheckpointError,
                                                 save_checkpoint)
 from pyg_degreembed.training.config import LOSSES, TrainConfig
 from pyg_degreembed.training.distributed import (all_reduce_gradients,
-                                                 all_reduce_sum,
+                                                 all_reduce_number,
                                                  broadcast_parameters, world)
 from pyg_degreembed.training.files import check_writable, exclusive
 from pyg_degreembed.training.progress import Progress, log_line
@@ -518,7 +518,7 @@ class _Run:
         for step, index in enumerate(batches, start=1):
             if step <= done:
                 continue
-            if self._limit_reached(device):
+            if self._limit_reached():
                 self.partial = {'epoch': epoch, 'step': step - 1,
                                 'shuffle_rng': shuffle_rng,
                                 'loss_total': total, 'count': count}
@@ -567,14 +567,14 @@ class _Run:
         self.last_pass = {'epoch': epoch, 'step': len(batches),
                           'shuffle_rng': shuffle_rng, 'loss_total': total,
                           'count': count}
-        return all_reduce_sum(total, device) / max(count, 1), seconds
+        return all_reduce_number(total) / max(count, 1), seconds
 
-    def _limit_reached(self, device) -> bool:
+    def _limit_reached(self) -> bool:
         reached = self.limit.reached(self.global_step)
         if self.num_processes > 1:
             # Clocks and signals differ between processes: all stop if one
             # does.
-            reached = all_reduce_sum(float(reached), device) > 0
+            reached = all_reduce_number(float(reached), 'max') > 0
             if reached and not self.limit.reason:
                 self.limit.reason = 'another process stopped'
         return reached

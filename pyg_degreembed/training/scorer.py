@@ -18,6 +18,7 @@ from pyg_degreembed.interpret.applied_rules import (Aggregation, AppliedRules,
 from pyg_degreembed.interpret.constant_rules import constant_rule_counts
 from pyg_degreembed.interpret.mining import MinedCounts
 from pyg_degreembed.training.budget import ResourceError
+from pyg_degreembed.training.distributed import all_reduce_number
 
 
 class PerRelationScorer(Module):
@@ -465,6 +466,8 @@ def _rank_until(model: Module, data: Any, triples: Tensor,
         begin += size
         pace = size / max(time.perf_counter() - start, 1e-6)
         size = min(2 * size, int(pace * (deadline - time.perf_counter())))
+        # Processes rank the same triples: the smallest part of any.
+        size = int(all_reduce_number(size, 'min'))
         if size < 1:
             break
     return [_join_ranks([part[i] for part in parts])
