@@ -12,9 +12,9 @@ queries of :math:`q`:
     {|\hat{H}_i \cup \hat{H}_j|}, \qquad
     \hat{H}_i = \{(x, y) : x \in S_q,\; r_i \text{ predicts } y
     \text{ for } x,\; x \neq y\}.
-  A query whose
-predictions would make more than :data:`MAX_QUERY_PAIRS` co-firing pairs
-keeps a share of its answers (the same entities for every rule, drawn by a
+
+A query whose predictions would make more than :data:`MAX_QUERY_PAIRS`
+co-firing pairs keeps a share of its answers (the same entities for every rule, drawn by a
 hash of the entity), so that the cost is bounded whatever the graph; the
 index is then measured on those.
 
