@@ -731,12 +731,12 @@ class AppliedRules(Module):
                              'adding their evidence: see explain()')
         graph = resolve_graph(graph, num_relations=self.num_relations,
                               device=self.rule_key.device)
-        groups = self._rule_groups(self.redundancy)
-        group = None if groups is None else torch.cat(groups).tolist()
+        cluster = None if self.redundancy is None else \
+            self.clusters(self.redundancy)
         counted = set()
         parts: List[Tuple[Union[Rule, ConstantRule, str], float]] = []
         for rule, index in self._reaching(graph, head, relation, tail):
-            key = index if group is None else group[index]
+            key = index if cluster is None else int(cluster[index])
             if key not in counted and len(parts) < self.num_keys:
                 counted.add(key)  # a cluster counts by its best rule
                 parts.append((rule, rule.confidence))

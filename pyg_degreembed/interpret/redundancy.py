@@ -14,9 +14,9 @@ queries of :math:`q`:
     \text{ for } x,\; x \neq y\}.
 
 A query whose predictions would make more than :data:`MAX_QUERY_PAIRS`
-co-firing pairs keeps a share of its answers (the same entities for every rule, drawn by a
-hash of the entity), so that the cost is bounded whatever the graph; the
-index is then measured on those.
+co-firing pairs keeps a share of its answers (the same entities for every
+rule, drawn by a hash of the entity), so that the cost is bounded whatever
+the graph; the index is then measured on those.
 
 Under a threshold :math:`\theta`, rules linked by :math:`J \geq \theta`,
 directly or through others (the connected components), form a cluster;
