@@ -170,3 +170,46 @@ def test_the_default_batch_is_halved_to_fit_the_memory(
     assert 'batch size 32 (the default 128' in out
     assert 'batch size 16 (after mining, 32 no longer fits the memory)' in out
     assert load_checkpoint(checkpoint)['fit']['batch_size'] == 16
+
+
+def test_processes_on_one_machine_probe_their_share_of_its_memory(
+        monkeypatch):
+    # Under torchrun with 2 processes on one machine each takes every other
+    # query of a batch: it probes its share (64 of 128, then 16 of 32) and
+    # sizes the batch to its half of the memory (20 of 40 MB at 1 MB per
+    # query: a share of 16 fits 0.9 x 20 MB); alone, it probes the whole
+    # batch against all of it.
+    from conftest import chain_kg
+    from pyg_degreembed import RuleReasoner
+    from pyg_degreembed.training import budget, distributed
+    probes = []
+
+    def per_query_megabyte(model, graph, queries, batch_size):
+        probes.append(batch_size)
+        return 10**6 * batch_size
+
+    monkeypatch.setattr(budget, 'training_bytes', per_query_megabyte)
+    monkeypatch.setattr(budget, 'available_memory', lambda: 40 * 10**6)
+    data = chain_kg()
+    model = RuleReasoner(data.num_relations, num_steps=2, embedding_dim=4,
+                         hidden_channels=4)  # 4 kB of parameters
+    assert budget.training_batch(model, data, 128, automatic=True) == 32
+    assert probes == [128, 32]
+    probes.clear()
+    monkeypatch.setattr(distributed, 'world', lambda: (2, 0))
+    monkeypatch.setenv('LOCAL_WORLD_SIZE', '2')
+    assert budget.training_batch(model, data, 128, automatic=True) == 32
+    assert probes == [64, 16]
+    # 30 MB: alone 16 (16 MB of 27); two processes 16 as well (8 MB each of
+    # 13.5), each probing 8; on two machines (one process each), 32.
+    monkeypatch.setattr(budget, 'available_memory', lambda: 30 * 10**6)
+    probes.clear()
+    assert budget.training_batch(model, data, 128, automatic=True) == 16
+    assert probes[-1] == 8
+    monkeypatch.setenv('LOCAL_WORLD_SIZE', '1')
+    assert budget.training_batch(model, data, 128, automatic=True) == 32
+    # An explicit batch that does not fit all the processes' shares is
+    # refused, naming them.
+    monkeypatch.setenv('LOCAL_WORLD_SIZE', '2')
+    with pytest.raises(budget.ResourceError, match='in 2 processes'):
+        budget.training_batch(model, data, 64)

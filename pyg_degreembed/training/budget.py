@@ -143,15 +143,31 @@ def training_batch(model, data, batch_size: int,
     training queries): :obj:`batch_size` where it fits; with
     :obj:`automatic`, else the largest power of two below it that fits.
     Raises :class:`ResourceError` where none does (or, without
-    :obj:`automatic`, where :obj:`batch_size` does not)."""
+    :obj:`automatic`, where :obj:`batch_size` does not).  Under
+    :obj:`torchrun` each of :math:`W` processes takes every :math:`W`-th
+    query of a batch, and the processes on one machine
+    (:obj:`LOCAL_WORLD_SIZE`) share its memory: each probes its share and
+    may use its part of what is available."""
     from pyg_degreembed.data.convert import as_kg
     from pyg_degreembed.data.kg import split_triples
     from pyg_degreembed.evaluation.ranks import both_directions
+    from pyg_degreembed.training.distributed import world
     kg = as_kg(data)
     graph = model.graph(kg)
     queries = both_directions(split_triples(kg, 'train'), kg.num_relations)
     queries = [q.to(graph.device) for q in queries]
-    needed = training_bytes(model, graph, queries, batch_size)
+    processes = world()[0]
+    local = int(os.environ.get('LOCAL_WORLD_SIZE', processes)) \
+        if processes > 1 else 1
+
+    def share(batch: int) -> int:  # this process's queries of a batch
+        return -(-batch // processes)
+
+    def available_here() -> Optional[int]:
+        available = available_memory()
+        return None if available is None else available // local
+
+    needed = training_bytes(model, graph, queries, share(batch_size))
     chosen = batch_size
     if automatic:
         # The estimate is the parameters' copies and a part in proportion
@@ -159,19 +175,20 @@ def training_batch(model, data, batch_size: int,
         # after it (the graph and its degree sets now built).
         fixed = PARAMETER_COPIES * sum(p.numel() * p.element_size()
                                        for p in model.parameters())
-        per_query = (needed - fixed) / batch_size
-        available = available_memory()
+        per_query = (needed - fixed) / share(batch_size)
+        available = available_here()
         while available is not None and chosen > 1 and \
-                fixed + per_query * chosen > 0.9 * available:
+                fixed + per_query * share(chosen) > 0.9 * available:
             chosen = 1 << ((chosen - 1).bit_length() - 1)  # the power below
         # Probed again (small batches differ), halved while the probe does
         # not fit.
         while chosen != batch_size:
-            needed = training_bytes(model, graph, queries, chosen)
-            available = available_memory()
+            needed = training_bytes(model, graph, queries, share(chosen))
+            available = available_here()
             if chosen == 1 or available is None or needed <= available:
                 break
             chosen //= 2
-    check_memory(needed, f'Training with batch_size={chosen} and '
-                 f'num_steps={model.num_steps} on {kg.num_nodes} entities')
+    check_memory(needed * local, f'Training with batch_size={chosen} and '
+                 f'num_steps={model.num_steps} on {kg.num_nodes} entities' +
+                 (f' in {local} processes' if local > 1 else ''))
     return chosen
