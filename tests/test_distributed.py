@@ -168,3 +168,43 @@ def test_a_deadline_bound_choice_ranks_the_same_triples_in_each_process(
     assert all(torch.equal(a, b) for a, b in zip(first, second))
     # More than the first part, fewer than all 2,038 triples (both ways).
     assert 2 * 32 < first[0].numel() < 2 * 2038
+
+
+def batch_worker(process, world_size, out_dir):
+    import time
+
+    from pyg_degreembed import RuleReasoner
+    from pyg_degreembed.training import budget
+    dist.init_process_group('gloo', init_method='file://' + os.path.join(
+        out_dir, 'batch'), rank=process, world_size=world_size)
+    probes = []
+
+    def probe(model, graph, queries, batch_size):  # 1 MB per query
+        start = time.time()
+        time.sleep(0.2)
+        probes.append((start, time.time()))
+        return 10**6 * batch_size
+
+    budget.training_bytes = probe
+    # Process 1 sees less memory free than process 0.
+    budget.available_memory = lambda: (40 - 20 * process) * 10**6
+    data = chain_kg()
+    model = RuleReasoner(3, num_steps=2, embedding_dim=4, hidden_channels=4)
+    batch = budget.training_batch(model, data, 128, automatic=True)
+    torch.save({'batch': batch, 'probes': probes},
+               os.path.join(out_dir, f'batch{process}.pt'))
+    dist.destroy_process_group()
+
+
+def test_processes_probe_the_memory_in_turn_and_agree_on_the_batch(tmp_path):
+    out_dir = str(tmp_path)
+    mp.spawn(batch_worker, args=(2, out_dir), nprocs=2, join=True)
+    first, second = (torch.load(os.path.join(out_dir, f'batch{p}.pt'))
+                     for p in range(2))
+    # Alone each would take 32 (40 MB) and 16 (20 MB): both take 16.
+    assert first['batch'] == second['batch'] == 16
+    # No two processes probed at once.
+    assert all(a_end <= b_start or b_end <= a_start
+               for a_start, a_end in first['probes']
+               for b_start, b_end in second['probes'])
+    assert len(first['probes']) == 3  # 64 and 16 of its own, then 8

@@ -197,6 +197,10 @@ def test_processes_on_one_machine_probe_their_share_of_its_memory(
     assert probes == [128, 32]
     probes.clear()
     monkeypatch.setattr(distributed, 'world', lambda: (2, 0))
+    # (The turns and the minimum over processes: tests/test_distributed.py.)
+    monkeypatch.setattr(distributed, 'one_at_a_time', lambda run: run())
+    monkeypatch.setattr(distributed, 'all_reduce_number',
+                        lambda value, reduction='sum': value)
     monkeypatch.setenv('LOCAL_WORLD_SIZE', '2')
     assert budget.training_batch(model, data, 128, automatic=True) == 32
     assert probes == [64, 16]

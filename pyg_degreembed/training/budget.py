@@ -15,7 +15,7 @@ that says how much it needs, instead of being killed by the system later.
   estimate: the peak a step reaches is below it).
 """
 import os
-from typing import Callable, Optional
+from typing import Callable, Optional, Tuple
 
 import torch
 
@@ -146,12 +146,14 @@ def training_batch(model, data, batch_size: int,
     :obj:`automatic`, where :obj:`batch_size` does not).  Under
     :obj:`torchrun` each of :math:`W` processes takes every :math:`W`-th
     query of a batch, and the processes on one machine
-    (:obj:`LOCAL_WORLD_SIZE`) share its memory: each probes its share and
-    may use its part of what is available."""
+    (:obj:`LOCAL_WORLD_SIZE`) share its memory: each probes its share, one
+    process at a time, and may use its part of what is available; they take
+    the smallest batch any chose."""
     from pyg_degreembed.data.convert import as_kg
     from pyg_degreembed.data.kg import split_triples
     from pyg_degreembed.evaluation.ranks import both_directions
-    from pyg_degreembed.training.distributed import world
+    from pyg_degreembed.training.distributed import (all_reduce_number,
+                                                     one_at_a_time, world)
     kg = as_kg(data)
     graph = model.graph(kg)
     queries = both_directions(split_triples(kg, 'train'), kg.num_relations)
@@ -167,9 +169,11 @@ def training_batch(model, data, batch_size: int,
         available = available_memory()
         return None if available is None else available // local
 
-    needed = training_bytes(model, graph, queries, share(batch_size))
-    chosen = batch_size
-    if automatic:
+    def choose() -> Tuple[int, int]:  # the batch and its bytes here
+        needed = training_bytes(model, graph, queries, share(batch_size))
+        chosen = batch_size
+        if not automatic:
+            return chosen, needed
         # The estimate is the parameters' copies and a part in proportion
         # to the batch (one probe, scaled); the memory available measured
         # after it (the graph and its degree sets now built).
@@ -188,6 +192,19 @@ def training_batch(model, data, batch_size: int,
             if chosen == 1 or available is None or needed <= available:
                 break
             chosen //= 2
+        return chosen, needed
+
+    chosen, needed = one_at_a_time(choose)
+    smallest = int(all_reduce_number(chosen, 'min'))
+    if all_reduce_number(float(smallest != chosen), 'max'):
+        # Another process chose a smaller batch: probed again, in turn.
+        if smallest != chosen:
+            def again() -> int:
+                return training_bytes(model, graph, queries, share(smallest))
+        else:
+            def again() -> int:
+                return needed
+        chosen, needed = smallest, one_at_a_time(again)
     check_memory(needed * local, f'Training with batch_size={chosen} and '
                  f'num_steps={model.num_steps} on {kg.num_nodes} entities' +
                  (f' in {local} processes' if local > 1 else ''))

@@ -16,11 +16,13 @@ pyg_degreembed.cli train ...`; :func:`~pyg_degreembed.fit` and
   process gets all the rules;
 * checkpoints are written by process 0 only.
 """
-from typing import List, Tuple
+from typing import Callable, List, Tuple, TypeVar
 
 import torch
 import torch.distributed as dist
 from torch import Tensor
+
+T = TypeVar('T')
 
 
 def world() -> Tuple[int, int]:
@@ -88,6 +90,20 @@ def all_reduce_number(value: float, reduction: str = 'sum') -> float:
                           device=collective_device())
     dist.all_reduce(tensor, REDUCTIONS[reduction])
     return float(tensor)
+
+
+def one_at_a_time(function: Callable[[], T]) -> T:
+    r"""Runs :obj:`function` in each process in turn (process 0 first,
+    the others waiting), e.g. a probe of the memory that the processes of
+    one machine would otherwise take at once; returns its result."""
+    num_processes, process = world()
+    if num_processes == 1:
+        return function()
+    for turn in range(num_processes):
+        if turn == process:
+            result = function()
+        dist.barrier()
+    return result
 
 
 def all_gather_tensors(tensor: Tensor) -> List[Tensor]:
