@@ -240,6 +240,16 @@ def test_applied_rules_in_rules_explain_and_evaluate(trained, capsys,
         metrics['rules']['realistic']['mrr']
 
 
+def train_rules(kg, checkpoint, aggregation):
+    # A small model ranked by its applied rules under an --aggregation.
+    checkpoint = str(checkpoint)
+    assert main(['train', '--dataset', str(kg), '--dim', '4', '--epochs',
+                 '1', '--batch-size', '16', '--checkpoint', checkpoint,
+                 '--no-progress', '--scorer', 'rules', '--steps', '2',
+                 '--aggregation', aggregation]) == 0
+    return checkpoint
+
+
 def test_rules_and_model_combined_score_and_its_evidence(tmp_path, capsys):
     # --aggregation combined: the rules' noisy-or with the model's evidence;
     # explain lists the parts, whose evidence adds up to the score that
@@ -247,11 +257,7 @@ def test_rules_and_model_combined_score_and_its_evidence(tmp_path, capsys):
     kg = tmp_path / 'kg.tsv'
     kg.write_text(''.join(f'e{i}\tr{i % 3}\te{(i * 7 + 1) % 40}\n'
                           for i in range(300)))
-    checkpoint = str(tmp_path / 'm.pt')
-    assert main(['train', '--dataset', str(kg), '--dim', '4', '--epochs',
-                 '1', '--batch-size', '16', '--checkpoint', checkpoint,
-                 '--no-progress', '--scorer', 'rules', '--steps', '2',
-                 '--aggregation', 'combined']) == 0
+    checkpoint = train_rules(kg, tmp_path / 'm.pt', 'combined')
     out = capsys.readouterr().out
     assert 'and the model (weight' in out
     weight = load_checkpoint(checkpoint)['rules']['config']['model_weight']
@@ -288,11 +294,7 @@ def test_non_redundant_rules_and_their_evidence(tmp_path, capsys):
         f'e{i}\tr0\tf{i * 7 % 60}\nf{i * 7 % 60}\tr1\tg{i * 11 % 60}\n'
         f'e{i}\tr2\tg{i * 11 % 60}\ne{i}\tr3\tg{i * 11 % 60}\n'
         for i in range(60)))
-    checkpoint = str(tmp_path / 'm.pt')
-    assert main(['train', '--dataset', str(kg), '--dim', '4', '--epochs',
-                 '1', '--batch-size', '16', '--checkpoint', checkpoint,
-                 '--no-progress', '--scorer', 'rules', '--steps', '2',
-                 '--aggregation', 'non-redundant']) == 0
+    checkpoint = train_rules(kg, tmp_path / 'm.pt', 'non-redundant')
     assert '(those overlapping >= 0.7 counted once)' in \
         capsys.readouterr().out
     payload = load_checkpoint(checkpoint)

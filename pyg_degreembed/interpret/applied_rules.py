@@ -188,7 +188,7 @@ class AppliedRules(Module):
             (of :attr:`rule_key`), then :math:`M` + those of the constant
             rules in their order. (default: :obj:`None`)
         redundancy (float, optional): The overlap :math:`\theta \in (0,
-            1]` from which path rules count once (see the module's
+            1]` from which rules count once (see the module's
             description; needs :obj:`overlap`). (default: :obj:`None`,
             every rule counts)
     """
@@ -840,8 +840,8 @@ class AppliedRules(Module):
                 # The best `keys` rules of a cell are the first of the best.
                 best = _best_keys(firings, tables, most, columns,
                                   self._rule_groups(redundancy))
-                for i, (a, keys, weight, _) in enumerate(choices):
-                    if choices[i].redundancy != redundancy:
+                for i, (a, keys, weight, clusters) in enumerate(choices):
+                    if clusters != redundancy:
                         continue
                     ranking, bound, noisy = self._ranking_keys(best, keys, a)
                     score = self._score(ranking, bound, best.cells, tail, N)

@@ -88,8 +88,7 @@ def sampled_heads(queries: Tensor, num_nodes: int, num_heads: int,
     order = order[torch.argsort(relation[order], stable=True)]
     relation = relation[order]
     _, count = torch.unique_consecutive(relation, return_counts=True)
-    first = torch.repeat_interleave(torch.cumsum(count, 0) - count, count)
-    turn = torch.arange(order.numel()) - first
+    turn = ragged_arange(torch.zeros_like(count), count, order.numel())[1]
     keep = turn < num_heads
     chosen = pairs[order[keep]]
     chosen = chosen[torch.argsort(turn[keep], stable=True)]
@@ -200,12 +199,12 @@ def _bounded(cell: Tensor, rule: Tensor, N: int, M: int, seed: int):
 def _cofiring_pairs(cell: Tensor, rule: Tensor, M: int):
     # The distinct pairs i * M + j (i < j) of rules that reach one cell, and
     # in how many cells each; firings sorted by cell, then rule.
-    _, inverse, count = torch.unique_consecutive(
-        cell, return_inverse=True, return_counts=True)
-    first = (torch.cumsum(count, 0) - count)[inverse]
+    count = torch.unique_consecutive(cell, return_counts=True)[1]
+    segment, position = ragged_arange(torch.zeros_like(count), count,
+                                      cell.numel())
     index = torch.arange(cell.numel(), device=cell.device)
-    later = count[inverse] - 1 - (index - first)
-    firing, partner = ragged_arange(index + 1, later)
+    firing, partner = ragged_arange(index + 1,
+                                    count[segment] - 1 - position)
     return torch.unique(rule[firing] * M + rule[partner], return_counts=True)
 
 

@@ -198,13 +198,10 @@ def training_batch(model, data, batch_size: int,
     smallest = int(all_reduce_number(chosen, 'min'))
     if all_reduce_number(float(smallest != chosen), 'max'):
         # Another process chose a smaller batch: probed again, in turn.
-        if smallest != chosen:
-            def again() -> int:
-                return training_bytes(model, graph, queries, share(smallest))
-        else:
-            def again() -> int:
-                return needed
-        chosen, needed = smallest, one_at_a_time(again)
+        differs = smallest != chosen
+        chosen, needed = smallest, one_at_a_time(
+            lambda: training_bytes(model, graph, queries, share(smallest))
+            if differs else needed)
     check_memory(needed * local, f'Training with batch_size={chosen} and '
                  f'num_steps={model.num_steps} on {kg.num_nodes} entities' +
                  (f' in {local} processes' if local > 1 else ''))
