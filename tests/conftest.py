@@ -129,6 +129,19 @@ def reference_scores(model, edge_index, edge_type, N, head, relation,
     return torch.stack(out)
 
 
+def known_queries(data):
+    r"""The rules' evidence, written out: the queries (x, q, y), x != y, of
+    both directions of every facts and train triple, as a set."""
+    R = data.num_relations
+    out = set()
+    for split in ('facts', 'train'):
+        for (h, t), r in zip(data[f'{split}_edge_index'].t().tolist(),
+                             data[f'{split}_edge_type'].tolist()):
+            if h != t:
+                out |= {(h, r, t), (t, r + R, h)}
+    return out
+
+
 def attention_rule_masses(attention):
     r"""Confidence of every rule by enumerating all (K+1)^L operator paths
     of the attention [T, L, K + 1] (identity paddings merged)."""

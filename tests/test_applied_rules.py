@@ -19,7 +19,7 @@ from pyg_degreembed.training.scorer import (AGGREGATION_SETTINGS,
                                             chosen_reciprocal_ranks,
                                             relation_choice)
 
-from conftest import chain_kg, dense_operators
+from conftest import chain_kg, dense_operators, known_queries
 
 
 def random_kg(seed=0, N=10, R=3, E=36):
@@ -42,11 +42,7 @@ def brute_force_counts(data, L):
     edge_index = torch.stack([graph.edge_src, graph.edge_dst])
     edge_type = graph.edge_type
     M = dense_operators(edge_index, edge_type, N, K)
-    train = data.train_edge_index, data.train_edge_type
-    queries = set()
-    for (h, t), r in zip(train[0].t().tolist(), train[1].tolist()):
-        queries |= {(h, r, t), (t, r + R, h)}
-    queries = {(h, q, t) for h, q, t in queries if h != t}
+    queries = known_queries(data)
 
     def reach(M, body):
         out = M[body[0]]
@@ -225,11 +221,7 @@ def test_type_counts_against_brute_force():
     graph = resolve_graph(data, num_relations=R)
     edges = list(zip(graph.edge_src.tolist(), graph.edge_type.tolist(),
                      graph.edge_dst.tolist()))
-    queries = set()
-    for (h, t), r in zip(data.train_edge_index.t().tolist(),
-                         data.train_edge_type.tolist()):
-        if h != t:
-            queries |= {(h, r, t), (t, r + R, h)}
+    queries = known_queries(data)
     support, groundings = type_counts(data, chunk_size=5)
     for q in range(K):
         heads = {x for x, q_, _ in queries if q_ == q}

@@ -227,7 +227,7 @@ def test_applied_rules_in_rules_explain_and_evaluate(trained, capsys,
         printed = capsys.readouterr().out
         metrics[scorer] = json.loads(
             (tmp_path / f'{scorer}.json').read_text())['metrics']
-        assert ('scorer: the applied rules' in printed) == (
+        assert ('(--scorer model: the model alone)' in printed) == (
             metrics[scorer] == metrics['rules'])
     chosen = load_checkpoint(checkpoint)['scorer']
     if chosen == 'per-relation':  # one of them per query relation
@@ -287,13 +287,19 @@ def test_non_redundant_rules_and_their_evidence(tmp_path, capsys):
     # --aggregation non-redundant: rules whose predictions overlap count
     # once; the checkpoint keeps the overlaps, and explain shows one rule
     # per cluster as evidence, adding up to its noisy-or score.
-    # r2 is r0 followed by r1 and r3 a copy of r2, so that the rules
-    # r0 <= r2, inv_r1 and r0 <= r3, inv_r1 predict much the same.
-    kg = tmp_path / 'kg.tsv'
-    kg.write_text(''.join(
-        f'e{i}\tr0\tf{i * 7 % 60}\nf{i * 7 % 60}\tr1\tg{i * 11 % 60}\n'
-        f'e{i}\tr2\tg{i * 11 % 60}\ne{i}\tr3\tg{i * 11 % 60}\n'
-        for i in range(60)))
+    # r2 is r0 followed by r1 and r3 a copy of r2 (whole in the facts, the
+    # r0 triples split), so that the rules r0 <= r2, inv_r1 and
+    # r0 <= r3, inv_r1 predict the same.
+    kg = tmp_path / 'kg'
+    kg.mkdir()
+    rows = {'facts': [], 'train': [], 'valid': [], 'test': []}
+    for i in range(60):
+        f, g = f'f{i * 7 % 60}', f'g{i * 11 % 60}'
+        rows['facts'] += [f'{f}\tr1\t{g}', f'e{i}\tr2\t{g}', f'e{i}\tr3\t{g}']
+        rows['train' if i < 40 else 'valid' if i < 50 else 'test'].append(
+            f'e{i}\tr0\t{f}')
+    for split, lines in rows.items():
+        (kg / f'{split}.txt').write_text('\n'.join(lines) + '\n')
     checkpoint = train_rules(kg, tmp_path / 'm.pt', 'non-redundant')
     assert '(those overlapping >= 0.7 counted once)' in \
         capsys.readouterr().out

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from pyg_degreembed import AppliedRules, RuleReasoner, resolve_graph
-from pyg_degreembed.data.kg import training_queries
+from pyg_degreembed.data.kg import graph_queries
 from pyg_degreembed.interpret import redundancy
 from pyg_degreembed.interpret.paths import pattern_of
 from pyg_degreembed.interpret.redundancy import (RuleOverlap, rule_overlap,
@@ -58,11 +58,11 @@ def test_overlap_and_clusters_equal_their_definitions(seed):
                                 constants=False)
     N = data.num_nodes
     # Every head of every query relation (more heads than there are).
-    head, relation = sampled_heads(training_queries(data), N, 100)
+    head, relation = sampled_heads(graph_queries(data), N, 100)
     heads = {}
     for x, q in zip(head.tolist(), relation.tolist()):
         heads.setdefault(q, set()).add(x)
-    queries = training_queries(data)
+    queries = graph_queries(data)
     assert heads == {q: set(queries[0, queries[1] == q].tolist())
                      for q in queries[1].unique().tolist()}
     overlap = rule_overlap(applied, data, num_heads=100, min_jaccard=0.)
@@ -103,7 +103,7 @@ def test_constant_rules_overlap_and_carry_to_rules_of_another_u():
     assert len(applied.constant_rules) > 0
     applied.measure_overlap(data, num_heads=100, min_jaccard=0.)
     graph = resolve_graph(data, num_relations=data.num_relations)
-    head, relation = sampled_heads(training_queries(data), data.num_nodes,
+    head, relation = sampled_heads(graph_queries(data), data.num_nodes,
                                    100)
     predicted = {}
     for x, q in zip(head.tolist(), relation.tolist()):

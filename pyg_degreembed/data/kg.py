@@ -228,14 +228,22 @@ def split_triples(data: Data, split: str) -> Tensor:
                         edge_index[1]])
 
 
-def training_queries(data: Data) -> Tensor:
-    r"""The distinct training queries :math:`(x, q, y)`, :math:`x \neq y`,
-    of both directions (:math:`q \in [0, 2R)`), sorted.
+def graph_triples(data: Data) -> Tensor:
+    r"""The triples of the observed graph (facts and train), as a
+    :obj:`[3, n]` tensor."""
+    return torch.cat([split_triples(data, s) for s in GRAPH_SPLITS], dim=1)
+
+
+def graph_queries(data: Data) -> Tensor:
+    r"""The distinct queries :math:`(x, q, y)`, :math:`x \neq y`, of both
+    directions (:math:`q \in [0, 2R)`) of the observed graph's triples
+    (facts and train), sorted: the evidence the rules are counted on (a
+    fact is as true an answer as a training triple).
 
     :rtype: :class:`torch.Tensor` of shape :obj:`[3, Q]`
     """
     R = data.num_relations
-    h, r, t = split_triples(data, 'train')
+    h, r, t = graph_triples(data)
     queries = torch.stack([torch.cat([h, t]), torch.cat([r, r + R]),
                            torch.cat([t, h])])
     return torch.unique(queries[:, queries[0] != queries[2]], dim=1)

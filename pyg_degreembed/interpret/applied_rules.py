@@ -4,9 +4,11 @@ miner applies them.
 **Path rules.** A rule of query relation :math:`q \in [0, 2R)` is a path
 pattern :math:`(k_1, \ldots, k_m)`, :math:`m \leq L`:
 :math:`q(X, Y) \Leftarrow k_1(X, Z_1), \ldots, k_m(Z_{m-1}, Y)`.  Its
-confidence is measured on the observed graph and the training queries of
-:math:`q` (each without its own edge and that edge's inverse, as in
-training), with AnyBURL's pessimism for rules of little support:
+confidence is measured on the observed graph, whose triples (facts and
+train, :func:`~pyg_degreembed.data.kg.graph_queries`) are the known answers
+of :math:`q` (each answer reached without its own edge and that edge's
+inverse, as in training), with AnyBURL's pessimism for rules of little
+support:
 
 .. math::
     \mathrm{conf}(q, \mathbf{p}) = \frac{|\{(x, y) : q(x, y),\;
@@ -74,8 +76,8 @@ from torch.nn import Module
 
 from pyg_degreembed.data.convert import as_kg
 from pyg_degreembed.data.kg import (check_positive_ints, check_rule_length,
-                                    index_tensor, query_edges,
-                                    training_queries)
+                                    graph_queries, index_tensor,
+                                    query_edges)
 from pyg_degreembed.data.ragged import find_sorted
 from pyg_degreembed.data.resolve import resolve_graph
 from pyg_degreembed.data.typed_graph import TypedGraph
@@ -162,7 +164,7 @@ class AppliedRules(Module):
             answer-type rule :math:`q(X, Y) \Leftarrow s(Y, \_)`, shape
             :obj:`[2R, 2R]` (row :math:`q`, column :math:`s`). (default:
             :obj:`None`, no answer-type rules)
-        support (torch.Tensor, optional): The training queries each rule
+        support (torch.Tensor, optional): The graph's queries each rule
             answers (its correct predictions), shape :obj:`[M]`; kept to
             write the rules in AnyBURL's format
             (:mod:`pyg_degreembed.interpret.anyburl`). (default: :obj:`None`)
@@ -421,14 +423,15 @@ class AppliedRules(Module):
              aggregation: str = 'max-plus', model_weight: float = 0.,
              redundancy: Optional[float] = None) -> 'AppliedRules':
         r"""Every cyclic rule of length at most :obj:`num_steps` that holds
-        for at least :obj:`min_support` training queries of its relation,
+        for at least :obj:`min_support` queries of its relation in the
+        observed graph,
         with its confidence (see the module's description).
 
         Args:
             data: The KG, in any layout :func:`~pyg_degreembed.as_kg` reads.
             num_steps (int, optional): The longest rule :math:`L`.
                 (default: :obj:`2`)
-            min_support (int, optional): Fewest training queries a rule must
+            min_support (int, optional): Fewest known answers a rule must
                 answer. (default: :obj:`2`)
             unseen (float, optional): The :math:`u` of the confidence.
                 (default: :obj:`200.0`;
@@ -879,7 +882,10 @@ class AppliedRules(Module):
         if (aggregation or self.aggregation) == 'max-plus':
             return best.levels[:, :num_keys], V, None
         noisy = best.noisy_or(num_keys)
-        distinct, rank = torch.unique(noisy, return_inverse=True)
+        # Rounded: equal products of other factors (207/209 * 208/210 and
+        # 207/210 * 208/209) differ in the last bits; they tie.
+        distinct, rank = torch.unique(noisy.round(decimals=12),
+                                      return_inverse=True)
         ties = best.levels[:, :min(num_keys, TIE_KEYS)]
         return torch.cat([rank.view(-1, 1), ties], dim=1), \
             max(V, distinct.numel()), noisy
@@ -949,7 +955,7 @@ class AnswerTypeRule:
 
 
 class RuleCounts(NamedTuple):
-    r"""Per rule (query relation, pattern): the training queries its body
+    r"""Per rule (query relation, pattern): the graph's queries its body
     answers (:obj:`support`) and the pairs its body joins
     (:obj:`groundings`), see :func:`rule_counts`."""
     relation: Tensor
@@ -962,10 +968,11 @@ class RuleCounts(NamedTuple):
 def rule_counts(data: Any, num_steps: int = 2,
                 chunk_size: int = 256) -> RuleCounts:
     r"""Support and groundings of every cyclic rule of length at most
-    :obj:`num_steps` that answers at least one training query, on the
-    observed graph (see the module's description).  A body grounding
+    :obj:`num_steps` that answers at least one query of the observed graph
+    (:func:`~pyg_degreembed.data.kg.graph_queries`; see the module's
+    description).  A body grounding
     :math:`(x, y)` needs :math:`x \neq y` (object identity, as AnyBURL);
-    a pair that is a training answer of :math:`q` counts only if the body
+    a pair that is a known answer of :math:`q` counts only if the body
     joins it without that query's own edge (as for the support).
 
     Args:
@@ -981,10 +988,10 @@ def rule_counts(data: Any, num_steps: int = 2,
     check_positive_ints(chunk_size=chunk_size)
     P = (2 * R + 1)**num_steps
     graph = resolve_graph(data, num_relations=R)
-    queries = training_queries(kg)
+    queries = graph_queries(kg)
     found = query_paths(graph, queries, num_steps, R, chunk_size)
     rule_of = queries[1, found.query] * P + found.pattern
-    # Every body grounding (x, y) of every rule, minus the training answers
+    # Every body grounding (x, y) of every rule, minus the known answers
     # it reaches with their own edge, plus those it reaches without (the
     # support).
     rule, support = torch.unique(rule_of[found.avoiding > 0],
@@ -1013,7 +1020,7 @@ def check_mining(data: Any, num_steps: int, chunk_size: int = 256):
 def type_counts(data: Any, chunk_size: int = 4096) -> Tuple[Tensor, Tensor]:
     r"""Support and groundings of every answer-type rule :math:`q(X, Y)
     \Leftarrow s(Y, \_)` (see the module's description) on the observed
-    graph and the training queries.
+    graph and its queries.
 
     :rtype: (support, groundings), each of shape :obj:`[2R, 2R]` (row
         :math:`q`, column :math:`s`)
@@ -1022,7 +1029,7 @@ def type_counts(data: Any, chunk_size: int = 4096) -> Tuple[Tensor, Tensor]:
     R, N = kg.num_relations, kg.num_nodes
     K = 2 * R
     graph = resolve_graph(data, num_relations=R)
-    queries = training_queries(kg)
+    queries = graph_queries(kg)
     # Edges of each type out of each entity.
     count = torch.zeros(N, K, dtype=torch.long)
     count[graph.pair_src, graph.pair_type] = graph.pair_count

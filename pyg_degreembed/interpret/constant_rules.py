@@ -14,9 +14,10 @@ entities :math:`c, d`:
 Different terms stand for different entities (object identity, as
 AnyBURL): :math:`X, c, d, A` are pairwise distinct, so no rule uses the
 query's own edge :math:`(x, q, c)` or a self-loop.  Support and body
-groundings are counted as for the path rules: over the distinct training
-queries :math:`(x, q, c)` of both directions and the distinct edges of the
-observed graph; the confidence is :math:`\mathrm{support} /
+groundings are counted as for the path rules: over the distinct queries
+:math:`(x, q, c)` of both directions of the observed graph's triples (facts
+and train, :func:`~pyg_degreembed.data.kg.graph_queries`) and its distinct
+edges; the confidence is :math:`\mathrm{support} /
 (\mathrm{groundings} + u)`.
 
 These rules name entities of the graph they were mined on: they hold only
@@ -30,7 +31,7 @@ import torch
 from torch import Tensor
 
 from pyg_degreembed.data.convert import as_kg
-from pyg_degreembed.data.kg import training_queries
+from pyg_degreembed.data.kg import graph_queries
 from pyg_degreembed.data.ragged import (find_sorted, outside_ranges,
                                         ragged_arange)
 from pyg_degreembed.data.resolve import resolve_graph
@@ -88,9 +89,9 @@ def constant_rule_counts(data, chunk_size: int = 65536,
                          seed: int = 0,
                          min_support: int = 1) -> ConstantRuleCounts:
     r"""Support and body groundings of every rule of the module's three
-    forms that answers at least one training query of :obj:`data`.
+    forms that answers at least one query of :obj:`data`'s observed graph.
 
-    With :obj:`time_limit`, the training queries are joined with their
+    With :obj:`time_limit`, the queries are joined with their
     heads' edges in a seeded random order until the limit has passed (at
     least one chunk), and so past :data:`MAX_CONSTANT_KEYS` distinct rules:
     the rules with a body are those of the queries joined, their support
@@ -105,15 +106,15 @@ def constant_rule_counts(data, chunk_size: int = 65536,
 
     Args:
         data: The KG, in any layout :func:`~pyg_degreembed.as_kg` reads.
-        chunk_size (int, optional): Training queries joined with their
+        chunk_size (int, optional): Queries joined with their
             head's edges at once. (default: :obj:`65536`)
         time_limit (float, optional): Seconds for the joins. (default:
             :obj:`None`, every query)
         seed (int, optional): Seed of the order of the queries under a
             time limit. (default: :obj:`0`)
         min_support (int, optional): Count only the rules that answer at
-            least this many of the training queries joined (on FB15k-237,
-            2 leaves 2.5M of 46M rules, and takes half the time).
+            least this many of the queries joined (on FB15k-237, 2 leaves
+            6.4M of the rules, and takes half the time).
             (default: :obj:`1`)
     """
     start = time.perf_counter()
@@ -124,7 +125,7 @@ def constant_rule_counts(data, chunk_size: int = 65536,
     src, edge_type, dst = _distinct_edges(graph)
     ptr = torch.zeros(N + 1, dtype=torch.long)
     ptr[1:] = torch.bincount(src, minlength=N).cumsum(0)
-    x, q, c = training_queries(kg)
+    x, q, c = graph_queries(kg)
 
     def key(b, d, rows):
         return rule_key(q[rows], b, d, K, N) * N + c[rows]
@@ -343,8 +344,8 @@ class ConstantRules:
              counts: Optional[ConstantRuleCounts] = None
              ) -> 'ConstantRules':
         r"""The rules of :func:`constant_rule_counts` (:obj:`counts`, if
-        already computed) that answer at least :obj:`min_support` training
-        queries, with the confidence :math:`\mathrm{support} /
+        already computed) that answer at least :obj:`min_support` queries
+        of the observed graph, with the confidence :math:`\mathrm{support} /
         (\mathrm{groundings} + u)`, kept from :obj:`min_confidence` up
         (AnyBURL's default threshold: the weakest rules, a body that holds
         for most entities, would fire for every query and order little; on

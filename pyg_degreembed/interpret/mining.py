@@ -81,7 +81,7 @@ def mine_counts(data: Any, num_steps: int,
             path-rule share, else sampled. (default: :obj:`"auto"`)
         constants (bool, optional): Count the constant rules too.
             (default: :obj:`True`)
-        min_support (int, optional): The fewest training queries a constant
+        min_support (int, optional): The fewest known answers a constant
             rule must answer to be counted. (default: :obj:`2`)
         seed (int, optional): Seed of the sampling. (default: :obj:`0`)
     """

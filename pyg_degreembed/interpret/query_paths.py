@@ -1,7 +1,7 @@
-r"""Paths between the two ends of training queries, each query without its
+r"""Paths between the two ends of the graph's queries, each query without its
 own edge, counted from one path expansion per entity.
 
-A training query :math:`(x, q, y)` is answered on the graph without the
+A query :math:`(x, q, y)` is answered on the graph without the
 edges :math:`E = \{x \xrightarrow{q} y,\; y \xrightarrow{\bar q} x\}` (all
 their copies, :math:`m_1` and :math:`m_2`).  Expanding the paths out of
 :math:`x` once per query, with :math:`E` removed, costs
@@ -71,7 +71,7 @@ class _Table(NamedTuple):
 @torch.no_grad()
 def query_paths(graph: TypedGraph, queries: Tensor, num_steps: int,
                 num_relations: int, chunk_size: int = 256) -> QueryPaths:
-    r"""For every training query :math:`(x, q, y)`, :math:`x \neq y`, and
+    r"""For every query :math:`(x, q, y)`, :math:`x \neq y`, and
     every pattern of length :math:`1 \ldots L` that joins :math:`x` to
     :math:`y`: the paths in :obj:`graph` and those that avoid the query's
     own edge and its inverse (see the module's description); and, from the

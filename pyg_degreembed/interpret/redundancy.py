@@ -4,8 +4,8 @@ non-redundant noisy-or, Ott, Meilicke and Samwald, AKBC 2021).
 
 Two rules :math:`r_i, r_j` (path or constant rules) of query relation
 :math:`q` are compared by the Jaccard index of their predictions on the
-training graph, for a sample :math:`S_q` of the heads of the training
-queries of :math:`q`:
+training graph, for a sample :math:`S_q` of the heads of the queries of
+:math:`q` in that graph:
 
 .. math::
     J(r_i, r_j) = \frac{|\hat{H}_i \cap \hat{H}_j|}
@@ -30,13 +30,13 @@ import torch
 from torch import Tensor
 
 from pyg_degreembed.data.convert import as_kg
-from pyg_degreembed.data.kg import check_positive_ints, training_queries
+from pyg_degreembed.data.kg import check_positive_ints, graph_queries
 from pyg_degreembed.data.ragged import ragged_arange
 from pyg_degreembed.data.resolve import resolve_graph
 from pyg_degreembed.evaluation.candidates import splitmix64
 from pyg_degreembed.training.distributed import all_reduce_number
 
-#: Heads of training queries per query relation whose predictions are
+#: Heads of the graph's queries per query relation whose predictions are
 #: compared (a seeded sample).
 OVERLAP_HEADS = 32
 #: The most pairs of rules that reach the same answer counted for one query
@@ -127,7 +127,7 @@ def rule_overlap(rules: Any, data: Any, num_heads: int = OVERLAP_HEADS,
     device = rules.rule_key.device
     graph = resolve_graph(data, num_relations=kg.num_relations,
                           device=device)
-    head, relation = sampled_heads(training_queries(kg), N, num_heads,
+    head, relation = sampled_heads(graph_queries(kg), N, num_heads,
                                    seed).to(device)
     size = torch.zeros(M, dtype=torch.long, device=device)
     merged = _PairCounts(device)

@@ -7,16 +7,17 @@ path of up to :math:`L` edges from every entity: exact, but its cost follows
 the graph.  :func:`sample_rule_counts` finds and scores rules as AnyBURL
 does, in two stages that each stop at any time with their best so far:
 
-1. **Candidates** (AnyBURL's bottom-up idea).  Training triples
-   :math:`(x, r, y)` are drawn in a seeded order and the patterns that join
-   :math:`x` to :math:`y` without the triple's own edge and its inverse are
-   found by meeting in the middle: the paths of :math:`\lceil l/2 \rceil`
-   edges out of one end are joined with the paths of :math:`\lfloor l/2
-   \rfloor` edges out of the other, reversed (the longer half from the end
-   with fewer walks), so a triple costs about :math:`d^{L/2}` rather than
-   :math:`d^L` for degree :math:`d`.  A pattern :math:`\mathbf{p}` found
-   gives the rule :math:`(r, \mathbf{p})` and its reverse for the inverse
-   query :math:`(\bar r, \bar{\mathbf{p}})`.
+1. **Candidates** (AnyBURL's bottom-up idea).  Triples :math:`(x, r, y)`
+   of the observed graph (facts and train) are drawn in a seeded order and
+   the patterns that join :math:`x` to :math:`y` without the triple's own
+   edge and its inverse are found by meeting in the middle: the paths of
+   :math:`\lceil l/2 \rceil` edges out of one end are joined with the
+   paths of :math:`\lfloor l/2 \rfloor` edges out of the other, reversed
+   (the longer half from the end with fewer walks), so a triple costs
+   about :math:`d^{L/2}` rather than :math:`d^L` for degree :math:`d`.  A
+   pattern :math:`\mathbf{p}` found gives the rule :math:`(r, \mathbf{p})`
+   and its reverse for the inverse query :math:`(\bar r,
+   \bar{\mathbf{p}})`.
 2. **Confidences from sampled body groundings.**  The query relations
    taking turns, each with its candidates in the order of how often the
    search found them (every relation's :math:`k`-th before any
@@ -25,7 +26,7 @@ does, in two stages that each stop at any time with their best so far:
    the entities with an edge of the body's first type, then at each step an
    edge of the next type drawn uniformly from the current entity's.  Of the
    distinct pairs :math:`(x, y)`, :math:`x \neq y`, the walks reach (the
-   sampled *groundings*), those that are training answers of the rule's
+   sampled *groundings*), those that are known answers of the rule's
    relation are its *support* (a walk that reaches its answer only through
    the answer's own edge or that edge's inverse does not count, as in
    :func:`rule_counts`).  These are AnyBURL's sampled counts: a body with
@@ -56,8 +57,8 @@ from torch import Tensor
 
 from pyg_degreembed.data.convert import as_kg
 from pyg_degreembed.data.kg import (check_positive_ints, check_rule_length,
-                                    query_edges, split_triples,
-                                    training_queries)
+                                    graph_queries, graph_triples,
+                                    query_edges)
 from pyg_degreembed.data.ragged import find_sorted, ragged_arange
 from pyg_degreembed.data.resolve import resolve_graph
 from pyg_degreembed.data.typed_graph import TypedGraph
@@ -70,7 +71,7 @@ from pyg_degreembed.training.distributed import (all_gather_tensors,
 
 class SamplingReport(NamedTuple):
     r"""What :func:`sample_rule_counts` drew."""
-    #: Training triples searched for candidate rules, and how many there
+    #: Graph triples searched for candidate rules, and how many there
     #: are (distinct, without self-loops).
     triples_searched: int
     triples_total: int
@@ -89,7 +90,7 @@ class SamplingReport(NamedTuple):
         r"""The report in words."""
         skipped = f', {self.triples_skipped} skipped (hubs)' \
             if self.triples_skipped else ''
-        return (f'{self.triples_searched} of {self.triples_total} training '
+        return (f'{self.triples_searched} of {self.triples_total} graph '
                 f'triples searched{skipped} ({self.candidate_seconds:.1f}s): '
                 f'{self.candidates} candidate rules, '
                 f'{self.candidates_scored} scored on {self.num_samples} '
@@ -103,7 +104,7 @@ def sample_rule_counts(data: Any, num_steps: int = 2,
                        seed: int = 0, batch_size: int = 256
                        ) -> Tuple[RuleCounts, SamplingReport]:
     r"""Candidate rules of length at most :obj:`num_steps` from sampled
-    training triples, and their support and body groundings on sampled
+    graph triples, and their support and body groundings on sampled
     groundings (see the module's description), within :obj:`time_limit`
     seconds.
 
@@ -147,7 +148,7 @@ def sample_rule_counts(data: Any, num_steps: int = 2,
     check_pattern_keys(K, L, K * batch_size)
     start = time.perf_counter()
     generator = torch.Generator().manual_seed(seed)
-    h, r, t = split_triples(kg, 'train')
+    h, r, t = graph_triples(kg)
     triples = torch.unique(torch.stack([h, r, t])[:, h != t], dim=1)
     triples = triples[:, torch.randperm(triples.size(1),
                                         generator=generator)]
@@ -167,7 +168,7 @@ def sample_rule_counts(data: Any, num_steps: int = 2,
     middle = time.perf_counter()
     order = _scoring_order(rules // (K + 1)**L, found)
     counts, scored = _confidences(
-        graph, training_queries(kg).to(graph.device),
+        graph, graph_queries(kg).to(graph.device),
         rules[order][process::processes], L, num_samples, generator,
         None if time_limit is None else start + time_limit)
     if processes > 1:  # every process's rules, in the order of their keys
@@ -360,7 +361,7 @@ def _sample_bodies(graph, rules, L, num_samples, generator, answers,
                    type_heads, type_start, per_type
                    ) -> Tuple[Tensor, Tensor]:
     # Per rule: the distinct sampled groundings (x, y), x != y, of its body,
-    # and those that are training answers of its relation (reached without
+    # and those that are known answers of its relation (reached without
     # the answer's own edges).
     K, N = graph.num_edge_types, graph.num_nodes
     P = (K + 1)**L
