@@ -128,9 +128,33 @@ def relation_choice(options: Sequence[Ranks], num_relations: int) -> Tensor:
 
 #: The values of :math:`u` (the confidences' unseen groundings, see
 #: :meth:`AppliedRules.mine`) that :func:`choose_scorer` chooses from, the
-#: preferred first: dense KGs want a large :math:`u`, sparse ones a small
-#: one (see :obj:`benchmarks/applied_rules.py`).
-UNSEEN_CHOICES = (200., 5.)
+#: preferred first (AnyBURL's default; some dense KGs want the larger, see
+#: :obj:`benchmarks/applied_rules.py`).
+UNSEEN_CHOICES = (5., 200.)
+#: How many standard errors of the per-query differences of reciprocal
+#: ranks an option must gain over the preferred one to be chosen
+#: (:func:`preferred_choice`).
+CHOICE_MARGIN = 2.
+
+
+def preferred_choice(options: Sequence[Ranks]) -> int:
+    r"""The index of the ranking in :obj:`options` (rankings of the same
+    validation queries, the preferred first) to choose: the one with the
+    best MRR (realistic ties) among the preferred and those whose MRR
+    exceeds the preferred one's by more than :data:`CHOICE_MARGIN` standard
+    errors of the per-query differences (a paired test: on a few hundred
+    sampled queries, smaller gains are mostly noise)."""
+    rr = torch.stack([1. / ranks.ranks['realistic'].double()
+                      for ranks in options])
+    diff = rr - rr[0]
+    n = rr.size(1)
+    error = diff.std(dim=1) / n**.5 if n > 1 else torch.zeros(len(options))
+    allowed = diff.mean(dim=1) > CHOICE_MARGIN * error
+    allowed[0] = True
+    mrr = rr.mean(dim=1)
+    return int(torch.where(allowed, mrr, torch.full_like(mrr, -1.)).argmax())
+
+
 #: The aggregations of the rules (:class:`AppliedRules`) by name, each
 #: with the number of rules it reads per answer (:obj:`num_keys`), the
 #: model's weight and the redundancy: max-plus of 3; noisy-or of 50, which
@@ -241,10 +265,11 @@ def choose_scorer(model: Module, data: Any, num_steps: int,
     r"""Mines the applied rules of length at most :obj:`num_steps` with
     :obj:`model` as tie-break, with the confidences
     :math:`\mathrm{support} / (\mathrm{groundings} + u)` of the
-    :math:`u \in` :obj:`unseen` with the best filtered validation MRR
-    (realistic ties; the earlier among equals) under the first of
-    :obj:`aggregations`, then, under that :math:`u`, the aggregation with
-    the best validation MRR, and chooses the scorer.  With
+    :math:`u \in` :obj:`unseen` chosen on the filtered validation MRR
+    (realistic ties; the first unless another is better beyond noise,
+    :func:`preferred_choice`) under the first of :obj:`aggregations`,
+    then, under that :math:`u`, the aggregation chosen alike, and chooses
+    the scorer.  With
     :obj:`scorer="auto"`, for each query relation :math:`q \in [0, 2R)` the
     one of the model and the rules with the better validation MRR on the
     validation queries of :math:`q` (:func:`relation_choice`; the rules
@@ -360,10 +385,11 @@ def choose_scorer(model: Module, data: Any, num_steps: int,
             stage_deadline)
         ranked.append(model_ranks)
         mrr = [ranks.metrics()['mrr'] for ranks in ranked[:-1]]
-        u = unseen[mrr.index(max(mrr))]
+        chosen = preferred_choice(ranked[:-1])
+        u = unseen[chosen]
         reason = ', '.join(f'{value:.4f} (u = {u_:g})'
                            for u_, value in zip(unseen, mrr))
-        rules_ranks = ranked[mrr.index(max(mrr))]
+        rules_ranks = ranked[chosen]
         aggregation_ranks = None
         if len(choices) > 1:
             shown = model_ranks.relation.numel() // 2
@@ -380,7 +406,7 @@ def choose_scorer(model: Module, data: Any, num_steps: int,
     aggregation = first
     if aggregation_ranks is not None:
         values = [ranks.metrics()['mrr'] for ranks in aggregation_ranks[:-1]]
-        best = values.index(max(values))
+        best = preferred_choice(aggregation_ranks[:-1])
         aggregation = choices[best]
         stage = aggregation_ranks[-1].relation.numel()
         reason += f' with {describe(first)}; at u = {u:g}' + (
@@ -389,7 +415,7 @@ def choose_scorer(model: Module, data: Any, num_steps: int,
             ', '.join(f'{v:.4f} ({describe(a)})'
                       for a, v in zip(choices, values))
             if len(choices) <= MAX_LISTED else
-            f'{values[best]:.4f} ({describe(aggregation)}), the best of '
+            f'{values[best]:.4f} ({describe(aggregation)}), chosen of '
             f'{len(choices)} aggregations' +
             (f' (the first: {values[0]:.4f})' if best else ''))
         if best:  # the choice per relation on the triples of stage 2
