@@ -17,6 +17,7 @@ from pyg_degreembed.training.scorer import (AGGREGATION_SETTINGS,
                                             PerRelationScorer, UnseenChoices,
                                             choose_scorer,
                                             chosen_reciprocal_ranks,
+                                            preferred_choice,
                                             relation_choice)
 
 from conftest import chain_kg, dense_operators, known_queries
@@ -346,6 +347,25 @@ def test_per_relation_scorer_takes_each_row_from_its_scorer():
     assert mixed(data, none, none).shape == (0, data.num_nodes)
     with pytest.raises(ValueError, match='shape'):
         PerRelationScorer(applied, use_model[:3])
+
+
+def test_preferred_choice_needs_a_gain_beyond_noise():
+    def ranks(*values):
+        return Ranks({'realistic': torch.tensor(values, dtype=torch.double)},
+                     torch.zeros(4, dtype=torch.long),
+                     torch.zeros(4, dtype=torch.long))
+
+    preferred = ranks(2, 2, 2, 2)  # reciprocal ranks 0.5, MRR 0.5
+    # MRR 0.625, but the gain (0.5, 0, 0, 0) has mean 0.125 and standard
+    # error 0.25 / 2: under two of them.
+    lucky = ranks(1, 2, 2, 2)
+    steady = ranks(1.5, 1.5, 1.5, 1.5)  # 1/6 better on every query
+    best = ranks(1, 1, 1, 1)
+    assert preferred_choice([preferred, lucky]) == 0
+    assert preferred_choice([preferred, lucky, steady]) == 2
+    assert preferred_choice([preferred, best, steady]) == 1
+    assert preferred_choice([lucky, preferred]) == 0
+    assert preferred_choice([preferred]) == 0
 
 
 def test_choose_scorer_per_query_relation_on_validation():
