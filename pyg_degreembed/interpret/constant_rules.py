@@ -114,7 +114,7 @@ def constant_rule_counts(data, chunk_size: int = 65536,
             time limit. (default: :obj:`0`)
         min_support (int, optional): Count only the rules that answer at
             least this many of the queries joined (on FB15k-237, 2 leaves
-            6.4M of the rules, and takes half the time).
+            a small share of the rules, and takes half the time).
             (default: :obj:`1`)
     """
     start = time.perf_counter()
