@@ -189,9 +189,16 @@ def test_edge_range_counts_duplicates(random_graph):
     assert int(absent[1] - absent[0]) == int(M[0, 0, 0])
 
 
-def test_type_range_holds_the_edges_of_each_source_and_type(random_graph):
+@pytest.mark.parametrize('table', [True, False])
+def test_type_range_holds_the_edges_of_each_source_and_type(random_graph,
+                                                            table,
+                                                            monkeypatch):
+    # With the dense (entity, type) table and, on a graph too large for
+    # it, with the search over the sorted pairs.
     edge_index, edge_type, N, K = random_graph
+    monkeypatch.setattr(TypedGraph, 'PAIR_TABLE_SIZE', N * K if table else 0)
     graph = TypedGraph(*random_graph)
+    assert graph.pair_table.numel() == (N * K if table else 0)
     src = torch.arange(N).repeat_interleave(K)
     typ = torch.arange(K).repeat(N)
     lo, hi = graph.type_range(src, typ)

@@ -204,8 +204,8 @@ class TypedGraph:
     """
     _tensors = ('edge_src', 'edge_type', 'edge_dst', 'edge_keys', 'node_ptr',
                 'pair_src', 'pair_type', 'mat', 'mat_t', 'pair_ptr',
-                'pair_count', 'in_perm', 'in_ptr', 'loop_src', 'loop_type',
-                'loop_ptr')
+                'pair_count', 'pair_start', 'pair_table', 'in_perm', 'in_ptr',
+                'loop_src', 'loop_type', 'loop_ptr')
 
     # "auto" takes the sparse hop while it expands fewer than this many
     # elements per (edge, signal) pair of the dense hop.  Set by hand from
@@ -220,6 +220,11 @@ class TypedGraph:
     # Columns per block of propagate_groups: the sparse-dense product is
     # 1.5-2x faster on blocks of 32 columns than on 256 (FB15k-237, WN18RR).
     GROUP_COLUMNS = 32
+    # type_range() reads a dense (entity, type) -> pair table of 4 bytes per
+    # entry where N * K is at most this (64 MiB), and searches the sorted
+    # pairs otherwise: the table is about 3.5x faster than the search on
+    # WN18RR and FB15k-237 (5M lookups).
+    PAIR_TABLE_SIZE = 2**24
 
     def __init__(self, edge_index: Tensor, edge_type: Tensor, num_nodes: int,
                  num_edge_types: int):
@@ -260,6 +265,15 @@ class TypedGraph:
         self.pair_ptr = cumsum(degree(self.pair_src, N, dtype=torch.long))
         self.pair_count = torch.bincount(pair_of_edge,
                                          minlength=pairs.numel())
+        # The first edge of each pair in the sorted edge list, and the pair
+        # of each (entity, type) (-1: none) where that table is small.
+        self.pair_start = self.pair_count.cumsum(0) - self.pair_count
+        self.pair_table = torch.full(
+            (N * K if N * K <= self.PAIR_TABLE_SIZE else 0,), -1,
+            dtype=torch.int32, device=edge_index.device)
+        if self.pair_table.numel():
+            self.pair_table[pairs] = torch.arange(
+                pairs.numel(), dtype=torch.int32, device=edge_index.device)
         self.in_perm = torch.sort(self.edge_dst, stable=True).indices
         self.in_ptr = cumsum(degree(self.edge_dst, N, dtype=torch.long))
         # Rows of the matrices of propagate_groups (CSR, sorted columns):
@@ -306,10 +320,22 @@ class TypedGraph:
         r"""For each (element-wise) entity :obj:`src` and edge type, the
         range :obj:`[lo, hi)` of the ids of its out-edges of that type in
         the sorted edge list (empty where it has none)."""
-        key = (src * self.num_edge_types + edge_type) * self.num_nodes
-        lo = torch.searchsorted(self.edge_keys, key)
-        hi = torch.searchsorted(self.edge_keys, key + self.num_nodes)
-        return lo, hi
+        key = src * self.num_edge_types + edge_type
+        if self.num_pairs == 0:
+            lo = torch.zeros_like(key)
+            return lo, lo
+        if self.pair_table.numel():
+            pair = self.pair_table[key].long()
+        else:
+            pair = torch.searchsorted(
+                self.pair_src * self.num_edge_types + self.pair_type, key)
+            pair = pair.clamp(max=self.num_pairs - 1)
+            pair = torch.where((self.pair_src[pair] == src) &
+                               (self.pair_type[pair] == edge_type), pair, -1)
+        has = pair >= 0
+        pair = pair.clamp(min=0)
+        lo = self.pair_start[pair]
+        return lo, torch.where(has, lo + self.pair_count[pair], lo)
 
     def degree_without(self, src: Tensor, edge_type: Tensor, dst: Tensor,
                        query: Tensor) -> Tuple[Tensor, Tensor, Tensor, Tensor]:

@@ -367,56 +367,65 @@ def _sample_bodies(graph, rules, L, num_samples, generator, answers,
     P = (K + 1)**L
     device = graph.device
     M = rules.numel()
-    relation = (rules // P).repeat_interleave(num_samples)
-    pattern = (rules % P).repeat_interleave(num_samples)
-    length = _length(pattern, K)
+    digits = _digits(rules % P, K, L)
     rule = torch.arange(M, device=device).repeat_interleave(num_samples)
+    relation = (rules // P)[rule]
 
     def uniform(n):
         return torch.rand(n, generator=generator, dtype=torch.double
                           ).to(device)
 
-    def digit(i):
-        # The i-th edge type of each pattern (1-based), -1 past its end.
-        shift = (length - i).clamp(min=0)
-        k = pattern // (K + 1)**shift % (K + 1) - 1
-        return torch.where(length >= i, k, -1)
-
-    first = digit(1)
+    first = digits[rule, 0]
     x = type_heads[type_start[first] + (uniform(rule.numel()) *
                                         per_type[first]).long()]
-    node, alive = x, torch.ones_like(x, dtype=torch.bool)
-    edges = []
-    for i in range(1, int(length.max()) + 1):
-        k = digit(i)
-        active = alive & (k >= 0)
+    # Only the walks still on their way take a step: `walk` indexes them.
+    y, alive = x.clone(), torch.ones_like(x, dtype=torch.bool)
+    walk, node = torch.arange(rule.numel(), device=device), x
+    steps = []
+    for i in range(L):
+        k = digits[rule[walk], i]
+        going = k >= 0
+        walk, node, k = walk[going], node[going], k[going]
         lo, hi = graph.type_range(node, k)
         found = hi > lo
-        alive = alive & (found | ~active)
-        step = active & found
-        edge = lo + (uniform(rule.numel()) * (hi - lo)).long()
-        edge = torch.where(step, edge, -1)
-        edges.append(edge)
-        node = torch.where(step, graph.edge_dst[edge.clamp(min=0)], node)
-    y = node
+        alive[walk[~found]] = False
+        walk, lo, hi = walk[found], lo[found], hi[found]
+        edge = lo + (uniform(walk.numel()) * (hi - lo)).long()
+        node = graph.edge_dst[edge]
+        y[walk] = node
+        steps.append((walk, edge))
     alive &= y != x
-    hit = find_sorted(answers, (x * N + y) * K + relation)[1] & alive
+    hit = torch.zeros_like(alive)
+    hit[alive] = find_sorted(answers, ((x * N + y) * K + relation)[alive])[1]
     # A walk to an answer through that answer's own edge (x -q-> y) or its
     # inverse (y -q'-> x) does not ground the rule.
-    inverse = (relation + K // 2) % K
-    for edge in edges:
-        e = edge.clamp(min=0)
-        src, typ, dst = graph.edge_src[e], graph.edge_type[e], \
-            graph.edge_dst[e]
-        own = (edge >= 0) & (((src == x) & (typ == relation) & (dst == y)) |
-                             ((src == y) & (typ == inverse) & (dst == x)))
-        alive &= ~(own & hit)
+    for walk, edge in steps:
+        walk, edge = walk[hit[walk]], edge[hit[walk]]
+        src, typ, dst = graph.edge_src[edge], graph.edge_type[edge], \
+            graph.edge_dst[edge]
+        q, head, tail = relation[walk], x[walk], y[walk]
+        own = ((src == head) & (typ == q) & (dst == tail)) | \
+            ((src == tail) & (typ == (q + K // 2) % K) & (dst == head))
+        alive[walk[own]] = False
     hit &= alive
     pair = torch.unique((rule[alive] * N + x[alive]) * N + y[alive])
     groundings = torch.bincount(pair // (N * N), minlength=M)
     pair = torch.unique((rule[hit] * N + x[hit]) * N + y[hit])
     support = torch.bincount(pair // (N * N), minlength=M)
     return support, groundings
+
+
+def _digits(pattern: Tensor, K: int, L: int) -> Tensor:
+    # The edge types of each pattern, first to last, -1 past its end:
+    # shape [M, L].
+    length = _length(pattern, K)
+    out = torch.empty(pattern.numel(), L, dtype=torch.long,
+                      device=pattern.device)
+    for i in range(1, L + 1):
+        shift = (length - i).clamp(min=0)
+        k = pattern // (K + 1)**shift % (K + 1) - 1
+        out[:, i - 1] = torch.where(length >= i, k, -1)
+    return out
 
 
 __all__ = ['SamplingReport', 'sample_rule_counts']
