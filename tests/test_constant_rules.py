@@ -98,8 +98,17 @@ def test_fired_rules_against_brute_force(seed, leave_out):
             if r.head == q and r.answer != h and body_holds(
                     seen, h, r.body_type, r.body_node, r.answer, K):
                 expected.append((i, r.answer, j))
+            # Read backwards: q'(X, h) <= b(X, d) answers (h, q, ?) with
+            # every X whose body holds.
+            if r.head == (q + R) % K and r.answer == h and \
+                    r.body_node != ANY and r.body_type < K:
+                expected += [(i, x, j) for x in range(data.num_nodes)
+                             if body_holds(seen, x, r.body_type,
+                                           r.body_node, h, K)]
     assert found == sorted(expected)
-    assert len(found) > 0
+    backwards = [(i, x, j) for i, x, j in found
+                 if rules.rule(j).head != relation[i]]
+    assert len(backwards) > 0 and len(found) > len(backwards)
 
 
 def citizens_kg():

@@ -20,6 +20,14 @@ and train, :func:`~pyg_degreembed.data.kg.graph_queries`) and its distinct
 edges; the confidence is :math:`\mathrm{support} /
 (\mathrm{groundings} + u)`.
 
+A rule is read both ways, as AnyBURL applies its rules: :math:`q(X, c)
+\Leftarrow b(X, d)` answers the query :math:`(x, q, ?)` with :math:`c`
+where :math:`b(x, d)` holds, and the query :math:`(c, q^{-1}, ?)` of the
+inverse relation with every :math:`X \neq d` that has a :math:`b`-edge to
+:math:`d`, with the same confidence (the share of those :math:`X` that
+:math:`q` links to :math:`c`).  The bodies :math:`b(X, A)` and the empty
+one are read forwards only (backwards they would answer most entities).
+
 These rules name entities of the graph they were mined on: they hold only
 for that graph's entity ids (transductive use).
 """
@@ -247,11 +255,15 @@ class _KeyCounts:
         return self.pending
 
 
-def fire(graph: TypedGraph, head: Tensor, relation: Tensor, key: Tensor,
-         answer: Tensor, removed: Optional[Tuple[Tensor, Tensor]] = None
+def fire(graph: TypedGraph, head: Tensor, relation: Tensor,
+         rules: 'ConstantRules',
+         removed: Optional[Tuple[Tensor, Tensor]] = None
          ) -> Tuple[Tensor, Tensor, Tensor]:
-    r"""The rules whose body holds for each query :obj:`(head[i],
-    relation[i], ?)` in :obj:`graph`, as (query, answer, rule index).
+    r"""The rules that answer each query :obj:`(head[i], relation[i], ?)` in
+    :obj:`graph`, as (query, answer, rule index): those of the query's
+    relation whose body holds for its head, and, read backwards, those of
+    the inverse relation with a body :math:`b(X, d)` whose answer is the
+    query's head (see :class:`ConstantRules`).
 
     Args:
         graph (TypedGraph): The observed graph (the one the rules were
@@ -259,13 +271,51 @@ def fire(graph: TypedGraph, head: Tensor, relation: Tensor, key: Tensor,
         head (torch.Tensor): Query heads, shape :obj:`[B]`.
         relation (torch.Tensor): Query relations in :math:`[0, 2R)`, shape
             :obj:`[B]`.
-        key (torch.Tensor): The rules' sorted :func:`rule_key`, shape
-            :obj:`[M]`.
-        answer (torch.Tensor): Their answers, shape :obj:`[M]`.
+        rules (ConstantRules): The rules.
         removed ((torch.Tensor, torch.Tensor), optional): Per query, the
             ranges :obj:`[lo, hi)` of the edge ids it does not see, each of
             shape :obj:`[B, S]`. (default: :obj:`None`)
     """
+    forward = _fire_forward(graph, head, relation, rules.key, rules.answer,
+                            removed)
+    backward = _fire_backward(graph, head, relation, rules, removed)
+    query, node, rule = (torch.cat(pair) for pair in zip(forward, backward))
+    return query, node, rule
+
+
+def _fire_backward(graph: TypedGraph, head: Tensor, relation: Tensor,
+                   rules: 'ConstantRules',
+                   removed: Optional[Tuple[Tensor, Tensor]]
+                   ) -> Tuple[Tensor, Tensor, Tensor]:
+    # A rule q(X, c) <= b(X, d) read backwards: for the query (c, q', ?) of
+    # the inverse relation q', every X with a b-edge to d (the edges
+    # d -b'-> X), X != c, X != d.
+    K = graph.num_edge_types
+    target = ((relation + K // 2) % K) * graph.num_nodes + head
+    lo = torch.searchsorted(rules.backward_key, target)
+    hi = torch.searchsorted(rules.backward_key, target, right=True)
+    query, at = ragged_arange(lo, hi - lo)
+    rule = rules.backward_rule[at]
+    d = rules.body_node[rule]
+    first, last = graph.type_range(d, (rules.body_type[rule] + K // 2) % K)
+    row, edge = ragged_arange(first, last - first)
+    query, rule, node = query[row], rule[row], graph.edge_dst[edge]
+    keep = (node != head[query]) & (node != d[row])
+    if removed is not None:
+        keep &= outside_ranges(edge, removed[0][query], removed[1][query])
+    query, node, rule = query[keep], node[keep], rule[keep]
+    # Once per (query, answer, rule): duplicate edges fire it once.
+    M = max(len(rules), 1)
+    fired = torch.unique((query * graph.num_nodes + node) * M + rule)
+    return (fired // M // graph.num_nodes, fired // M % graph.num_nodes,
+            fired % M)
+
+
+def _fire_forward(graph: TypedGraph, head: Tensor, relation: Tensor,
+                  key: Tensor, answer: Tensor,
+                  removed: Optional[Tuple[Tensor, Tensor]]
+                  ) -> Tuple[Tensor, Tensor, Tensor]:
+    # The rules of the query's relation whose body holds for its head.
     K, N = graph.num_edge_types, graph.num_nodes
     # The edges each query's head sees (all copies, then distinct).
     walk, edge = ragged_arange(graph.node_ptr[head],
@@ -337,6 +387,13 @@ class ConstantRules:
                 relation, body_type, body_node, answer, confidence, support,
                 groundings)):
             setattr(self, name, value[order])
+        # The rules with a body b(X, d) by (relation, answer), for reading
+        # them backwards (fire()).
+        with_node = (self.body_node >= 0).nonzero().view(-1)
+        backward = self.relation[with_node] * num_nodes + \
+            self.answer[with_node]
+        self.backward_key, at = torch.sort(backward, stable=True)
+        self.backward_rule = with_node[at]
 
     @classmethod
     def mine(cls, data, min_support: int = 2, unseen: float = 200.,
@@ -413,8 +470,7 @@ class ConstantRules:
                 f'mined on ({self.num_nodes} entities); this graph has '
                 f'{graph.num_nodes}. For a new graph, rank without them '
                 '(AppliedRules.without_constants())')
-        query, node, rule = fire(graph, head, relation, self.key,
-                                 self.answer, removed)
+        query, node, rule = fire(graph, head, relation, self, removed)
         out = (query, node, self.confidence[rule])
         return out + (rule, ) if with_rule else out
 
