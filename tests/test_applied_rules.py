@@ -12,6 +12,7 @@ from pyg_degreembed.interpret.applied_rules import (Aggregation, AppliedRules,
                                                     _pack_rows, rule_counts,
                                                     type_counts)
 from pyg_degreembed.interpret.paths import pattern_of
+from pyg_degreembed.training import scorer as scorer_module
 from pyg_degreembed.training.checkpoint import scorer_from_checkpoint
 from pyg_degreembed.training.scorer import (AGGREGATION_SETTINGS,
                                             PerRelationScorer, UnseenChoices,
@@ -294,12 +295,16 @@ def test_explain_lists_the_rules_that_reach_the_answer():
                for text in texts)
 
 
-def test_relation_choice_on_hand_worked_ranks():
+def ranks_of(values, relation, direction):
+    return Ranks({'realistic': torch.tensor(values, dtype=torch.double)},
+                 torch.tensor(relation), torch.tensor(direction))
+
+
+def test_relation_choice_on_hand_worked_ranks(monkeypatch):
+    # Without the shrinkage (k = 0): each relation's own MRR.
+    monkeypatch.setattr(scorer_module, 'PRIOR_QUERIES', 0.)
+    ranks = ranks_of
     # R = 2: query relations 0, 1 (tail queries), 2, 3 (head queries).
-    def ranks(values, relation, direction):
-        values = torch.tensor(values, dtype=torch.double)
-        return Ranks({'realistic': values}, torch.tensor(relation),
-                     torch.tensor(direction))
     relation, direction = [0, 0, 1, 1, 0], [0, 0, 0, 1, 1]
     model = ranks([1, 4, 2, 1, 3], relation, direction)
     rules = ranks([2, 2, 1, 1, 1], relation, direction)
@@ -319,6 +324,24 @@ def test_relation_choice_on_hand_worked_ranks():
     rules = ranks([1, 2], [0, 1], [0, 0])
     assert relation_choice([rules, model], 2).tolist() == [0, 1, 1, 1]
     assert relation_choice([model, rules], 2).tolist() == [0, 0, 0, 0]
+
+
+def test_relation_choice_shrinks_towards_the_overall_mrr():
+    # k = PRIOR_QUERIES = 10. 30 queries of q = 0, reciprocal ranks model 1,
+    # rules 1/2; 30 of q = 1, model 1/5, rules 1; one of q = 2 (relation 0,
+    # head query), model 1, rules 1/2. Overall: model 37/61 = 0.607, rules
+    # 45.5/61 = 0.746.
+    relation = [0] * 30 + [1] * 30 + [0]
+    direction = [0] * 60 + [1]
+    model = ranks_of([1] * 30 + [5] * 30 + [1], relation, direction)
+    rules = ranks_of([2] * 30 + [1] * 30 + [2], relation, direction)
+    # q = 0: model (30 + 10 * 0.607) / 40 = 0.90 > rules (15 + 7.46) / 40;
+    # q = 1: rules; q = 2: model (1 + 6.07) / 11 = 0.64 < rules (0.5 +
+    # 7.46) / 11 = 0.72, its one query does not outweigh the overall
+    # difference (without the shrinkage it would: 1 > 1/2); q = 3, no
+    # query: the better overall, the rules.
+    assert relation_choice([rules, model], 2).tolist() == [1, 0, 0, 0]
+    assert relation_choice([model, rules], 2).tolist() == [0, 1, 1, 1]
 
 
 def test_per_relation_scorer_takes_each_row_from_its_scorer():

@@ -99,12 +99,29 @@ def chosen_reciprocal_ranks(options: Sequence[Ranks],
     return rr[choice[query], torch.arange(query.numel())]
 
 
+#: The weight, in validation queries, of a ranking's MRR over all query
+#: relations in the estimate of its MRR on one relation
+#: (:func:`relation_choice`).
+PRIOR_QUERIES = 10.
+
+
 def relation_choice(options: Sequence[Ranks], num_relations: int) -> Tensor:
     r"""Per query relation :math:`q \in [0, 2R)` (relation and direction of
     the validation queries): the index of the ranking in :obj:`options`
-    with the best MRR (realistic ties) on the queries of :math:`q`, the
-    earliest one among equals; relations without validation queries take
-    the one with the best MRR over all queries.
+    with the best estimated MRR (realistic ties) on the queries of
+    :math:`q`, the earliest one among equals.  A ranking's MRR on
+    :math:`q` is estimated from its :math:`n_q` queries of :math:`q`,
+    shrunk towards its MRR over all queries :math:`\bar{m}` as if that
+    were :math:`k` = :data:`PRIOR_QUERIES` more queries,
+
+    .. math::
+        \hat{m}_q = \frac{\sum_{i \in q} 1 / \mathrm{rank}_i + k
+        \bar{m}}{n_q + k},
+
+    so that a relation with a handful of validation queries does not leave
+    the ranking that is better overall on the strength of one or two of
+    them; relations without validation queries take the one with the best
+    MRR over all queries.
 
     Args:
         options (Sequence[Ranks]): Rankings of the same validation queries
@@ -120,10 +137,11 @@ def relation_choice(options: Sequence[Ranks], num_relations: int) -> Tensor:
             0, query, 1. / ranks.ranks['realistic'].double())
         for ranks in options])
     count = torch.bincount(query, minlength=K)
+    overall = total.sum(dim=1, keepdim=True) / max(query.numel(), 1)
     # argmax returns the first of equal maxima.
-    overall = int(total.sum(dim=1).argmax())
-    return torch.where(count > 0, total.argmax(dim=0),
-                       torch.full_like(count, overall))
+    return torch.where(count > 0, ((total + PRIOR_QUERIES * overall) /
+                                   (count + PRIOR_QUERIES)).argmax(dim=0),
+                       overall.argmax())
 
 
 #: The values of :math:`u` (the confidences' unseen groundings, see
@@ -512,4 +530,5 @@ def _join_ranks(parts: Sequence[Ranks]) -> Ranks:
 
 
 __all__ = ['PerRelationScorer', 'ScorerChoice', 'UNSEEN_CHOICES',
-           'UnseenChoices', 'choose_scorer', 'relation_choice']
+           'PRIOR_QUERIES', 'UnseenChoices', 'choose_scorer',
+           'relation_choice']
