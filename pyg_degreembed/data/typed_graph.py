@@ -11,7 +11,8 @@ from torch_geometric.utils import cumsum, degree
 from pyg_degreembed.data.features import (degree_sets_of_pairs,
                                           source_type_pairs)
 from pyg_degreembed.data.kg import index_tensor
-from pyg_degreembed.data.ragged import outside_ranges, ragged_arange
+from pyg_degreembed.data.ragged import (find_sorted, outside_ranges,
+                                        ragged_arange)
 
 
 class _ConstantSparseMatmul(torch.autograd.Function):
@@ -204,8 +205,8 @@ class TypedGraph:
     """
     _tensors = ('edge_src', 'edge_type', 'edge_dst', 'edge_keys', 'node_ptr',
                 'pair_src', 'pair_type', 'mat', 'mat_t', 'pair_ptr',
-                'pair_count', 'pair_start', 'pair_table', 'in_perm', 'in_ptr',
-                'loop_src', 'loop_type', 'loop_ptr')
+                'pair_count', 'pair_keys', 'pair_start', 'pair_table',
+                'in_perm', 'in_ptr', 'loop_src', 'loop_type', 'loop_ptr')
 
     # "auto" takes the sparse hop while it expands fewer than this many
     # elements per (edge, signal) pair of the dense hop.  Set by hand from
@@ -265,8 +266,10 @@ class TypedGraph:
         self.pair_ptr = cumsum(degree(self.pair_src, N, dtype=torch.long))
         self.pair_count = torch.bincount(pair_of_edge,
                                          minlength=pairs.numel())
-        # The first edge of each pair in the sorted edge list, and the pair
-        # of each (entity, type) (-1: none) where that table is small.
+        # The sorted pair keys src * K + type, the first edge of each pair
+        # in the sorted edge list, and the pair of each (entity, type) (-1:
+        # none) where that table is small.
+        self.pair_keys = pairs
         self.pair_start = self.pair_count.cumsum(0) - self.pair_count
         self.pair_table = torch.full(
             (N * K if N * K <= self.PAIR_TABLE_SIZE else 0,), -1,
@@ -327,11 +330,8 @@ class TypedGraph:
         if self.pair_table.numel():
             pair = self.pair_table[key].long()
         else:
-            pair = torch.searchsorted(
-                self.pair_src * self.num_edge_types + self.pair_type, key)
-            pair = pair.clamp(max=self.num_pairs - 1)
-            pair = torch.where((self.pair_src[pair] == src) &
-                               (self.pair_type[pair] == edge_type), pair, -1)
+            at, found = find_sorted(self.pair_keys, key)
+            pair = torch.where(found, at, -1)
         has = pair >= 0
         pair = pair.clamp(min=0)
         lo = self.pair_start[pair]
