@@ -757,3 +757,62 @@ def test_queries_scored_in_groups_rank_as_all_at_once(monkeypatch,
         # The same order in every row (values may differ: the tie-break is
         # scaled by its batch's largest score).
         assert torch.equal(order(got), order(want))
+
+
+@pytest.mark.parametrize('L', [1, 2, 3])
+@pytest.mark.parametrize('seed', [0, 1])
+def test_targets_are_scored_in_the_order_of_all_entities(L, seed):
+    # Scoring only some entities (the last edge read from the targets'
+    # side) orders them as scoring every entity does, in forward, under
+    # several u and aggregations, and through the per-relation scorer;
+    # every other entity scores -inf. Random KGs: paths through several
+    # middle entities, constant rules, heads among the targets.
+    data = random_kg(seed, N=12, E=60)
+    R, N = data.num_relations, data.num_nodes
+    torch.manual_seed(seed)
+    model = RuleReasoner(R, num_steps=L).eval()
+    graph = resolve_graph(data, num_relations=R)
+    head = torch.arange(N).repeat(2 * R)
+    relation = torch.arange(2 * R).repeat_interleave(N)
+    gen = torch.Generator().manual_seed(seed)
+    targets = torch.rand(head.numel(), N, generator=gen) < 0.4
+    both = (('max-plus', 3), ('noisy-or', 5), ('noisy-or', 2, 0.3))
+    applied = AppliedRules.mine(data, L, min_support=1, unseen=0.5,
+                                tie_break=model)
+    assert len(applied.constant_rules) and applied.rule_key.numel()
+    use_model = torch.arange(2 * R) % 3 == 0
+    pairs = [
+        (applied(graph, head, relation),
+         applied(graph, head, relation, targets=targets)),
+        (applied.score_with_unseen(graph, head, relation, (0.5, 9.),
+                                   aggregations=both),
+         applied.score_with_unseen(graph, head, relation, (0.5, 9.),
+                                   aggregations=both, targets=targets)),
+        (PerRelationScorer(applied, use_model)(graph, head, relation),
+         PerRelationScorer(applied, use_model)(graph, head, relation,
+                                               targets=targets))]
+    for a, *setting in both:
+        rules = AppliedRules.mine(data, L, min_support=1, unseen=0.5,
+                                  tie_break=model, aggregation=a,
+                                  num_keys=setting[0],
+                                  model_weight=setting[1]
+                                  if len(setting) > 1 else 0.)
+        pairs.append((rules(graph, head, relation),
+                      rules(graph, head, relation, targets=targets)))
+    for i, (full, part) in enumerate(pairs):
+        full, part = full.reshape(-1, N), part.reshape(-1, N)
+        mask = targets.repeat(full.size(0) // targets.size(0), 1)
+        by_model = use_model[relation] if i == 2 else \
+            torch.zeros(full.size(0), dtype=torch.bool)
+        for row in range(full.size(0)):
+            if by_model[row]:  # the model scores every entity
+                assert torch.equal(part[row], full[row])
+                continue
+            f, p = full[row][mask[row]], part[row][mask[row]]
+            assert torch.equal(torch.sign(f.view(-1, 1) - f.view(1, -1)),
+                               torch.sign(p.view(-1, 1) - p.view(1, -1)))
+            assert bool((part[row][~mask[row]] == float('-inf')).all())
+    with pytest.raises(ValueError, match="'remove_tail'"):
+        applied(graph, head, relation, targets=targets, remove_tail=head)
+    with pytest.raises(ValueError, match='boolean mask of shape'):
+        applied(graph, head, relation, targets=targets[:, :-1])

@@ -5,7 +5,8 @@ import pytest
 import torch
 from torch_geometric.data import Data
 
-from pyg_degreembed import compute_ranks, evaluate
+from pyg_degreembed import (AppliedRules, RuleReasoner, compute_ranks,
+                            evaluate)
 from pyg_degreembed.evaluation.candidates import draw_candidates, splitmix64
 from pyg_degreembed.evaluation.ranks import both_directions
 
@@ -163,3 +164,42 @@ def test_as_many_candidates_as_entities_is_the_full_ranking():
     assert bool((fewer.ranks['pessimistic'] <=
                  full.ranks['pessimistic']).all())
     assert bool((fewer.ranks['pessimistic'] <= 6).all())
+
+
+class Untargeted(torch.nn.Module):
+    r"""A scorer's scores of every entity (its forward takes no
+    :obj:`targets`): what the sampled ranking of it compares with."""
+    def __init__(self, scorer):
+        super().__init__()
+        self.scorer = scorer
+
+    def forward(self, graph, head, relation):
+        return self.scorer(graph, head, relation)
+
+
+@pytest.mark.parametrize('aggregation', [('max-plus', 3, 0.),
+                                         ('noisy-or', 5, 0.3)])
+def test_rules_scoring_the_drawn_candidates_only_rank_as_all(aggregation):
+    # compute_ranks with sampled candidates asks AppliedRules for the drawn
+    # candidates and the answers only (forward's targets): the same ranks
+    # as scoring every entity, answers sharing a query included.
+    kg, _ = small_kg()
+    R = kg.num_relations
+    name, keys, weight = aggregation
+    rules = AppliedRules.mine(kg, 2, min_support=1, aggregation=name,
+                              num_keys=keys, model_weight=weight,
+                              tie_break=RuleReasoner(R, num_steps=2).eval())
+    called = []
+    rules.register_forward_pre_hook(
+        lambda module, args, kwargs: called.append('targets' in kwargs),
+        with_kwargs=True)
+    for n in (3, 12):
+        called.clear()
+        sampled = compute_ranks(rules, kg, 'test', batch_size=7,
+                                num_candidates=n, candidate_seed=2)
+        assert called and all(called)
+        want = compute_ranks(Untargeted(rules), kg, 'test', batch_size=7,
+                             num_candidates=n, candidate_seed=2)
+        for tie in ('optimistic', 'pessimistic', 'realistic'):
+            assert torch.equal(sampled.ranks[tie], want.ranks[tie])
+        assert torch.equal(sampled.candidates, want.candidates)

@@ -94,6 +94,22 @@ class TrueAnswers:
         return batch, self.answers[position]
 
 
+def _candidates(shape: Sequence[int], target: Tensor,
+                true_pairs: Optional[Sequence[Tensor]],
+                allowed: Optional[Tensor]) -> Tensor:
+    # The filtered candidates [B, N] of filtered_ranks: the entities
+    # allowed, less the known true answers and the target itself (what is
+    # left are the candidates the target competes with).
+    rows = torch.arange(target.numel(), device=target.device)
+    if true_pairs is not None:
+        rows = torch.cat([rows, true_pairs[0]])
+        target = torch.cat([target, true_pairs[1]])
+    candidate = torch.ones(shape, dtype=torch.bool, device=target.device) \
+        if allowed is None else allowed.clone()
+    return candidate.index_put((rows, target),
+                               torch.tensor(False, device=target.device))
+
+
 def filtered_ranks(scores: Tensor, target: Tensor,
                    true_pairs: Optional[Sequence[Tensor]] = None,
                    allowed: Optional[Tensor] = None,
@@ -127,16 +143,7 @@ def filtered_ranks(scores: Tensor, target: Tensor,
     if torch.isnan(scores).any():
         raise ValueError('The scores contain NaN; ranks would be arbitrary')
     target_score = scores.gather(1, target.view(-1, 1))
-    # Filter the known true answers and the target itself: what is left are
-    # the candidates the target competes with.
-    rows = torch.arange(target.numel(), device=target.device)
-    if true_pairs is not None:
-        rows = torch.cat([rows, true_pairs[0]])
-        target = torch.cat([target, true_pairs[1]])
-    candidate = torch.ones_like(scores, dtype=torch.bool) if allowed is None \
-        else allowed.clone()
-    candidate = candidate.index_put(
-        (rows, target), torch.tensor(False, device=scores.device))
+    candidate = _candidates(scores.shape, target, true_pairs, allowed)
     if sample is not None:
         ids, candidate = draw_candidates(candidate, sample[1], sample[0],
                                          sample[2])
@@ -488,26 +495,51 @@ def _local_ranks(model, graph, triples, true_answers, batch_size,
         return {key: torch.empty(n, dtype=torch.long if key == 'candidates'
                                  else torch.double) for key in KEYS}
 
+    # With sampled candidates, a model that can score only some entities
+    # (AppliedRules) scores the drawn candidates and the answers.
+    targeted = sample is not None and not remove_edge and \
+        'targets' in inspect.signature(model.forward).parameters
+
+    def filters(chunk):
+        # The answers' typed mask, known answers and draw of their ranking.
+        q = relation[chunk]
+        allowed = None if types is None else \
+            types[0].to(device) == types[1].to(device)[q].unsqueeze(1)
+        return allowed, true_answers.lookup(head[chunk], q), None \
+            if sample is None else (sample[0], sample[1][chunk.cpu()],
+                                    sample[2])
+
     starts = range(0, query_head.numel(), batch_size)
     report = progress(len(starts)) if progress is not None else None
     for start in starts:
         stop = min(start + batch_size, query_head.numel())
         h, q = query_head[start:stop], query_relation[start:stop]
-        scores = model(graph, h, q, remove_tail=answer[start:stop]) \
-            if remove_edge else model(graph, h, q)
+        batch = members[ptr[start]:ptr[stop]]
+        if remove_edge:
+            scores = model(graph, h, q, remove_tail=answer[start:stop])
+        elif targeted:
+            targets = torch.zeros(stop - start, true_answers.num_nodes,
+                                  dtype=torch.bool, device=device)
+            for chunk in batch.split(batch_size):
+                allowed, true_pairs, drawn = filters(chunk)
+                assert drawn is not None  # targeted: sampled candidates
+                ids, _ = draw_candidates(
+                    _candidates((chunk.numel(), targets.size(1)),
+                                answer[chunk], true_pairs, allowed),
+                    drawn[1], drawn[0], drawn[2])
+                rows = query_of[chunk] - start
+                targets[rows.view(-1, 1), ids] = True
+                targets[rows, answer[chunk]] = True
+            scores = model(graph, h, q, targets=targets)
+        else:
+            scores = model(graph, h, q)
         stacked = scores.dim() == 3
         if not stacked:
             scores = scores.unsqueeze(0)
         while len(out) < scores.size(0):
             out.append(new_ranking())
-        batch = members[ptr[start]:ptr[stop]]
         for chunk in batch.split(batch_size):
-            q = relation[chunk]
-            allowed = None if types is None else \
-                types[0].to(device) == types[1].to(device)[q].unsqueeze(1)
-            true_pairs = true_answers.lookup(head[chunk], q)
-            drawn = None if sample is None else \
-                (sample[0], sample[1][chunk.cpu()], sample[2])
+            allowed, true_pairs, drawn = filters(chunk)
             for ranking, part in zip(out, scores):
                 ranks = filtered_ranks(
                     part.index_select(0, query_of[chunk] - start),

@@ -78,7 +78,7 @@ from pyg_degreembed.data.convert import as_kg
 from pyg_degreembed.data.kg import (check_positive_ints, check_rule_length,
                                     graph_queries, index_tensor,
                                     query_edges)
-from pyg_degreembed.data.ragged import find_sorted
+from pyg_degreembed.data.ragged import find_sorted, ragged_arange
 from pyg_degreembed.data.resolve import resolve_graph
 from pyg_degreembed.data.typed_graph import TypedGraph
 from pyg_degreembed.interpret.constant_rules import (MIN_CONFIDENCE,
@@ -634,11 +634,13 @@ class AppliedRules(Module):
         return walk_chunks(graph, head, self.num_steps, head.numel(),
                            max_walks=GROUP_WALKS, max_total=None)
 
-    def _fired(self, graph, head, relation, remove_tail, num_columns):
-        # The cells b * N + y that some rule reaches, sorted, their keys as
-        # confidence levels (num_columns of them), and the confidence of
-        # each level (see _best_keys).
-        path, constant = self._firings(graph, head, relation, remove_tail)
+    def _fired(self, graph, head, relation, remove_tail, num_columns,
+               targets=None):
+        # The cells b * N + y that some rule reaches (of the targets), sorted,
+        # their keys as confidence levels (num_columns of them), and the
+        # confidence of each level (see _best_keys).
+        path, constant = self._firings(graph, head, relation, remove_tail,
+                                       targets)
         tables, firings = [self.confidence], [path]
         if constant is not None:
             tables.append(self.constant_rules.confidence)
@@ -646,49 +648,122 @@ class AppliedRules(Module):
         return _best_keys(firings, tables, self.num_keys, num_columns,
                           self._rule_groups(self.redundancy))
 
-    def _firings(self, graph, head, relation, remove_tail):
+    def _firings(self, graph, head, relation, remove_tail, targets=None):
         # Every rule that reaches an entity y for query b: the cells
         # b * N + y and the rules' indices, of the path rules, then of the
-        # constant rules (None without them).
-        N, P = graph.num_nodes, self._num_patterns
+        # constant rules (None without them); with `targets`, those of the
+        # target cells only (see _target_firings).
+        N, P, L = graph.num_nodes, self._num_patterns, self.num_steps
+        M = max(self.rule_key.numel(), 1)
         removed = None
         if remove_tail is not None:
             removed = graph.edge_range(*query_edges(
                 head, relation, remove_tail, self.num_relations)[:3])
+        # The target cells b * N + y, sorted.
+        target = None if targets is None else \
+            targets.reshape(-1).nonzero().view(-1)
         cell, rule = [head.new_empty(0)], [head.new_empty(0)]
+
+        def reached(walk, node, pattern, distinct=True):
+            # The firings of the rules whose pattern the paths complete
+            # (each once: the paths' states are distinct, or made so).
+            at, found = find_sorted(self.rule_key,
+                                    relation[walk] * P + pattern)
+            found &= node != head[walk]  # never the head itself
+            if target is not None:
+                found &= find_sorted(target, walk * N + node)[1]
+            firing = (walk * N + node)[found] * M + at[found]
+            if not distinct:
+                firing = torch.unique(firing)
+            cell.append(firing // M)
+            rule.append(firing % M)
+
         # The walk count sizes the chunks only, it does not refuse: the
         # expansion follows the rules' prefixes and merges equal states
         # (on a hub-heavy 1M-triple KG, 64 queries are 3.3e11 walks and 32
-        # of them ranked in 18 s); each step's memory is checked.
-        for begin, end in walk_chunks(graph, head, self.num_steps,
-                                      head.numel(), max_total=None):
+        # of them ranked in 18 s); each step's memory is checked. With
+        # targets, the paths are expanded to L - 1 edges and their last
+        # edge read from the targets' side.
+        steps = L if target is None else L - 1
+        for begin, end in walk_chunks(graph, head, steps, head.numel(),
+                                      max_total=None):
             part = None if removed is None else \
                 (removed[0][begin:end], removed[1][begin:end])
-            for walk, node, pattern, _ in expand_paths(
-                    graph, head[begin:end], self.num_steps, part,
-                    prefixes=(relation[begin:end], self.rule_prefix)):
-                walk = walk + begin
-                at, found = find_sorted(self.rule_key,
-                                        relation[walk] * P + pattern)
-                found &= node != head[walk]  # never the head itself
-                cell.append((walk * N + node)[found])
-                rule.append(at[found])
+            walk = torch.arange(end - begin, device=head.device)
+            node, pattern = head[begin:end], torch.zeros_like(walk)
+            if steps:
+                for step, (walk, node, pattern, _) in enumerate(expand_paths(
+                        graph, head[begin:end], L, part,
+                        prefixes=(relation[begin:end], self.rule_prefix)),
+                        1):
+                    reached(walk + begin, node, pattern)
+                    if step == steps:  # with targets, the last edge apart
+                        break
+            if target is not None:
+                reached(*self._last_edges(graph, walk + begin, node, pattern,
+                                          relation, target), distinct=False)
         constant = None
         if self.constant_rules is not None:
             query, node, _, fired = self.constant_rules.fire(
                 graph, head, relation, removed, with_rule=True)
             constant = (query * N + node, fired)
+            if target is not None:
+                keep = find_sorted(target, constant[0])[1]
+                constant = (constant[0][keep], constant[1][keep])
         return (torch.cat(cell), torch.cat(rule)), constant
+
+    def _last_edges(self, graph: TypedGraph, walk: Tensor, node: Tensor,
+                    pattern: Tensor, relation: Tensor, target: Tensor
+                    ) -> Tuple[Tensor, Tensor, Tensor]:
+        # The paths of the states (walk, node, pattern) of L - 1 edges
+        # (sorted by walk and node) extended by an edge to a target cell
+        # walk * N + y (sorted), where some rule of the walk's relation
+        # ends with that edge type: each target's edges y -k'-> m read
+        # backwards as m -k-> y and joined with the states at m; as
+        # (walk, target entity, pattern), a path through several m as
+        # often.
+        N, K = graph.num_nodes, self.num_edge_types
+        R, P = K // 2, self._num_patterns
+        length_L = self.rule_key % P >= P // (K + 1)
+        last = torch.zeros(K, K, dtype=torch.bool, device=walk.device)
+        last[self.rule_key[length_L] // P,
+             self.rule_key[length_L] % (K + 1) - 1] = True
+        lo = torch.searchsorted(target, walk[0] * N) if walk.numel() else 0
+        hi = torch.searchsorted(target, (walk[-1] + 1) * N) \
+            if walk.numel() else 0
+        t_walk, t_node = target[lo:hi] // N, target[lo:hi] % N
+        start = graph.node_ptr[t_node]
+        row, edge = ragged_arange(start, graph.node_ptr[t_node + 1] - start)
+        w, y = t_walk[row], t_node[row]
+        m, k = graph.edge_dst[edge], (graph.edge_type[edge] + R) % K
+        keep = last[relation[w], k]
+        w, y, m, k = w[keep], y[keep], m[keep], k[keep]
+        state = walk * N + node
+        key = w * N + m
+        first = torch.searchsorted(state, key)
+        pair, at = ragged_arange(first,
+                                 torch.searchsorted(state, key, right=True)
+                                 - first)
+        return w[pair], y[pair], pattern[at] * (K + 1) + k[pair] + 1
 
     @torch.no_grad()
     def forward(self, edge_index: Any, edge_type: Optional[Tensor] = None,
                 head: Optional[Tensor] = None,
                 relation: Optional[Tensor] = None, *,
                 num_nodes: Optional[int] = None,
-                remove_tail: Optional[Tensor] = None) -> Tensor:
+                remove_tail: Optional[Tensor] = None,
+                targets: Optional[Tensor] = None) -> Tensor:
         r"""Scores every entity as the answer of :obj:`(head, relation,
         ?)`, called like :meth:`RuleReasoner.forward`: higher is better,
         equal keys give equal scores.
+
+        With :obj:`targets`, a boolean mask :obj:`[B, N]`, only the target
+        entities of each query are scored (what sampled-candidate
+        evaluation ranks), in the same order as without it; the others
+        score :math:`-\infty`.  The rules' paths are then followed to
+        :math:`L - 1` edges and their last edge read backwards from the
+        targets, so the cost follows the targets' edges rather than every
+        entity the rules reach (not with :obj:`remove_tail`).
 
         :rtype: :class:`torch.Tensor` of shape :obj:`[B, N]`
         """
@@ -699,18 +774,20 @@ class AppliedRules(Module):
                               device=self.rule_key.device)
         head = index_tensor(head, 'head').to(graph.device)
         relation = index_tensor(relation, 'relation').to(graph.device)
+        targets = _check_targets(targets, head.numel(), graph, remove_tail)
         if self.model_weight:
             self._weighted_model()  # refused before any work without one
         groups = self._groups(graph, head)
         if len(groups) > 1:
             return torch.cat([self.forward(
                 graph, head[a:b], relation[a:b], remove_tail=None
-                if remove_tail is None else remove_tail[a:b])
+                if remove_tail is None else remove_tail[a:b],
+                targets=None if targets is None else targets[a:b])
                 for a, b in groups])
         B, N = head.numel(), graph.num_nodes
         best = self._fired(graph, head, relation, remove_tail,
                            self.num_keys if self.aggregation == 'max-plus'
-                           else min(self.num_keys, TIE_KEYS))
+                           else min(self.num_keys, TIE_KEYS), targets)
         tail, tie = self._later_keys(graph, head, relation, remove_tail)
         keys, bound, noisy = self._ranking_keys(best, self.num_keys)
         score = self._score(keys, bound, best.cells, tail, N)
@@ -718,7 +795,7 @@ class AppliedRules(Module):
             assert tie is not None and noisy is not None  # checked above
             score = _combined(score, best.cells, noisy, self.model_weight *
                               _model_probability(tie.view(B, N)).view(-1), N)
-        return score.view(B, N)
+        return _outside_targets(score.view(B, N), targets)
 
     @torch.no_grad()
     def evidence(self, graph: Any, head: int, relation: int, tail: int
@@ -763,8 +840,8 @@ class AppliedRules(Module):
                           relation: Tensor, unseen: Sequence[float],
                           remove_tail: Optional[Tensor] = None,
                           aggregations: Optional[
-                              Sequence[Tuple[Any, ...]]] = None
-                          ) -> Tensor:
+                              Sequence[Tuple[Any, ...]]] = None,
+                          targets: Optional[Tensor] = None) -> Tensor:
         r"""The scores of :meth:`forward` under the confidences of several
         :math:`u` at once, and the tie-break's own scores: what
         :obj:`AppliedRules.mine(..., unseen=u)` with the same counts would
@@ -787,6 +864,9 @@ class AppliedRules(Module):
                 aggregations to score with, each with its number of keys
                 (:obj:`num_keys`) and model weight (:obj:`0.` if left
                 out), under every :math:`u`. (default: this one's)
+            targets (torch.Tensor, optional): As in :meth:`forward`: only
+                these entities scored (the tie-break's scores too).
+                (default: :obj:`None`, every entity)
 
         :rtype: :class:`torch.Tensor` of shape :obj:`[S A + 1, B, N]`
             (:math:`S` values of :math:`u` in order, under each the
@@ -810,15 +890,18 @@ class AppliedRules(Module):
         if bool(self.type_confidence.any()):
             raise ValueError("the answer-type rules' counts are not kept: "
                              'mine without answer_types')
+        targets = _check_targets(targets, head.numel(), graph, remove_tail)
         groups = self._groups(graph, head)
         if len(groups) > 1:
             return torch.cat([self.score_with_unseen(
                 graph, head[a:b], relation[a:b], unseen, None
-                if remove_tail is None else remove_tail[a:b], aggregations)
+                if remove_tail is None else remove_tail[a:b], aggregations,
+                None if targets is None else targets[a:b])
                 for a, b in groups], dim=1)
         constants = self.constant_rules
         B, N = head.numel(), graph.num_nodes
-        path, constant = self._firings(graph, head, relation, remove_tail)
+        path, constant = self._firings(graph, head, relation, remove_tail,
+                                       targets)
         tail, tie = self._later_keys(graph, head, relation, remove_tail)
         assert tie is not None  # a tie-break is checked above
         # The model's evidence, where some aggregation weighs it.
@@ -853,7 +936,7 @@ class AppliedRules(Module):
                                                   weight * model, N)
             out += scores
         out.append(tie.view(-1))
-        return torch.stack(out).view(-1, B, N)
+        return _outside_targets(torch.stack(out).view(-1, B, N), targets)
 
     def _later_keys(self, graph, head, relation, remove_tail):
         # The later keys: the answer-type rank (an integer), then the
@@ -1076,6 +1159,29 @@ class _BestKeys(NamedTuple):
         logs = torch.log1p(-self.values[self.level[take]])
         return -torch.expm1(torch.segment_reduce(
             logs, 'sum', lengths=self.counts.clamp(max=num_keys)))
+
+
+def _check_targets(targets: Optional[Tensor], B: int, graph: TypedGraph,
+                   remove_tail: Optional[Tensor]) -> Optional[Tensor]:
+    # The target mask of AppliedRules.forward, checked.
+    if targets is None:
+        return None
+    if remove_tail is not None:
+        raise ValueError("'targets' and 'remove_tail' do not go together: "
+                         'the last edges read from the targets do not '
+                         'leave the query\'s own edge out')
+    if targets.dtype != torch.bool or \
+            tuple(targets.shape) != (B, graph.num_nodes):
+        raise ValueError(f"'targets' must be a boolean mask of shape "
+                         f'[{B}, {graph.num_nodes}], got '
+                         f'{targets.dtype} {list(targets.shape)}')
+    return targets.to(graph.device)
+
+
+def _outside_targets(score: Tensor, targets: Optional[Tensor]) -> Tensor:
+    # The scores [..., B, N] with -inf outside the targets (if any).
+    return score if targets is None else \
+        score.masked_fill(~targets, float('-inf'))
 
 
 def _best_keys(firings: List[Tuple[Tensor, Tensor]], tables: List[Tensor],

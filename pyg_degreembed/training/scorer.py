@@ -53,9 +53,11 @@ class PerRelationScorer(Module):
         return tie_break
 
     def forward(self, graph: Any, head: Any, relation: Any, *,
-                remove_tail: Optional[Tensor] = None) -> Tensor:
+                remove_tail: Optional[Tensor] = None,
+                targets: Optional[Tensor] = None) -> Tensor:
         r"""Scores every entity as the answer of each query, called like
-        :meth:`AppliedRules.forward` with a graph.
+        :meth:`AppliedRules.forward` with a graph (the queries the model
+        ranks score every entity, :obj:`targets` or not).
 
         :rtype: :class:`torch.Tensor` of shape :obj:`[B, N]`
         """
@@ -71,6 +73,8 @@ class PerRelationScorer(Module):
                 continue
             extra = {} if remove_tail is None else \
                 {'remove_tail': remove_tail[rows]}
+            if targets is not None and scorer is self.rules:
+                extra['targets'] = targets[rows]
             out[rows] = scorer(graph, head[rows], relation[rows],
                                **extra).double()
         return out
@@ -229,16 +233,18 @@ class UnseenChoices(Module):
             [Aggregation(*a) for a in aggregations]
 
     def forward(self, graph: Any, head: Tensor, relation: Tensor, *,
-                remove_tail: Optional[Tensor] = None) -> Tensor:
+                remove_tail: Optional[Tensor] = None,
+                targets: Optional[Tensor] = None) -> Tensor:
         r"""The rules' scores under each :math:`u` and aggregation, then
-        the model's.
+        the model's (of the :obj:`targets` only, if given, as in
+        :meth:`~pyg_degreembed.AppliedRules.forward`).
 
         :rtype: :class:`torch.Tensor` of shape :obj:`[S A + 1, B, N]`
             (:math:`S` values of :math:`u`, :math:`A` aggregations)
         """
         return self.rules.score_with_unseen(graph, head, relation,
                                             self.unseen, remove_tail,
-                                            self.aggregations)
+                                            self.aggregations, targets)
 
 
 class ScorerChoice(NamedTuple):
@@ -278,8 +284,9 @@ def choose_scorer(model: Module, data: Any, num_steps: int,
                   mined: Optional[MinedCounts] = None,
                   deadline: Optional[float] = None,
                   seed: int = 0,
-                  aggregations: Sequence[Tuple[Any, ...]] = AGGREGATION_CHOICES
-                  ) -> ScorerChoice:
+                  aggregations: Sequence[
+                      Tuple[Any, ...]] = AGGREGATION_CHOICES,
+                  num_candidates: Optional[int] = None) -> ScorerChoice:
     r"""Mines the applied rules of length at most :obj:`num_steps` with
     :obj:`model` as tie-break, with the confidences
     :math:`\mathrm{support} / (\mathrm{groundings} + u)` of the
@@ -328,6 +335,11 @@ def choose_scorer(model: Module, data: Any, num_steps: int,
             its number of keys and model weight, to choose from with
             :math:`u`, the preferred first. (default:
             :data:`AGGREGATION_CHOICES`)
+        num_candidates (int, optional): Rank each validation answer
+            against this many sampled candidates (the OGB protocol of
+            :func:`~pyg_degreembed.compute_ranks`; the rules then score
+            only those, see :meth:`~pyg_degreembed.AppliedRules.forward`).
+            (default: :obj:`None`, against all of them)
     """
     if scorer not in ('auto', 'rules'):
         raise ValueError(f"'scorer' must be 'auto' or 'rules', got "
@@ -400,7 +412,7 @@ def choose_scorer(model: Module, data: Any, num_steps: int,
     try:
         *ranked, model_ranks = _rank_until(
             UnseenChoices(applied_smallest, unseen, [first]), data, valid,
-            stage_deadline)
+            stage_deadline, num_candidates)
         ranked.append(model_ranks)
         mrr = [ranks.metrics()['mrr'] for ranks in ranked[:-1]]
         chosen = preferred_choice(ranked[:-1])
@@ -413,7 +425,7 @@ def choose_scorer(model: Module, data: Any, num_steps: int,
             shown = model_ranks.relation.numel() // 2
             aggregation_ranks = _rank_until(
                 UnseenChoices(applied_smallest, [u], choices), data,
-                valid[:, :shown], deadline)
+                valid[:, :shown], deadline, num_candidates)
     except ResourceError as e:  # hubs: the rules' paths cannot be followed
         if scorer == 'rules':
             raise
@@ -492,13 +504,15 @@ MIN_CHOICE_TRIPLES = 32
 
 def _rank_until(model: Module, data: Any, triples: Tensor,
                 deadline: Optional[float],
+                num_candidates: Optional[int] = None,
                 first: int = MIN_CHOICE_TRIPLES) -> List[Ranks]:
     # The rankings of compute_ranks on `triples`: all of them without a
     # deadline, else parts of them in their order until the deadline (at
     # least `first` triples; each part up to twice the last, and no more
     # than the last part's pace fits before the deadline), joined.
     def rankings(triples: Tensor) -> List[Ranks]:
-        ranks = compute_ranks(model, data, triples)
+        ranks = compute_ranks(model, data, triples,
+                              num_candidates=num_candidates)
         return ranks if isinstance(ranks, list) else [ranks]
 
     if deadline is None:
