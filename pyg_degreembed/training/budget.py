@@ -102,6 +102,15 @@ PARAMETER_COPIES = 5
 
 #: The most training queries :func:`training_bytes` runs a probe step on.
 PROBE_QUERIES = 32
+#: The share of the available memory a probe of :func:`training_bytes` may
+#: take (one query is probed first; on a graph of millions of entities 32
+#: queries' tensors alone do not fit).
+PROBE_SHARE = 0.25
+#: The share of the available memory the automatic batch of
+#: :func:`training_batch` may take: the rest is for what the run does after
+#: training (the rules' validation and test ranking) and for the machine's
+#: other jobs.
+BATCH_SHARE = 0.5
 
 
 def training_bytes(model, graph, queries, batch_size: int) -> int:
@@ -110,7 +119,9 @@ def training_bytes(model, graph, queries, batch_size: int) -> int:
     step of :obj:`batch_size` queries saves for its backward pass, twice
     (its gradients): measured on the first :math:`b = \min(` batch,
     :data:`PROBE_QUERIES` :math:`)` of :obj:`queries` :obj:`(head,
-    relation, tail)` and scaled by batch / :math:`b`."""
+    relation, tail)` and scaled by batch / :math:`b` (:math:`b` halved
+    while one query's measure times :math:`b` exceeds
+    :data:`PROBE_SHARE` of :func:`available_memory`)."""
     own = {p.untyped_storage().data_ptr() for p in model.parameters()}
 
     def saved_by(size: int) -> int:
@@ -130,6 +141,11 @@ def training_bytes(model, graph, queries, batch_size: int) -> int:
     # saved bytes per query fall as the batch grows (the queries' reachable
     # sets overlap), so the scaled probe lies above them.
     probe = min(batch_size, PROBE_QUERIES)
+    available = available_memory()
+    if probe > 1 and available is not None:
+        one = saved_by(1)
+        while probe > 1 and one * probe > PROBE_SHARE * available:
+            probe //= 2
     params = sum(p.numel() * p.element_size() for p in model.parameters())
     # The backward pass holds gradients of about the size of what it reads.
     return PARAMETER_COPIES * params + \
@@ -182,7 +198,7 @@ def training_batch(model, data, batch_size: int,
         per_query = (needed - fixed) / share(batch_size)
         available = available_here()
         while available is not None and chosen > 1 and \
-                fixed + per_query * share(chosen) > 0.9 * available:
+                fixed + per_query * share(chosen) > BATCH_SHARE * available:
             chosen = 1 << ((chosen - 1).bit_length() - 1)  # the power below
         # Probed again (small batches differ), halved while the probe does
         # not fit.
