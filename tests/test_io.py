@@ -128,3 +128,24 @@ def test_relation_without_triples_is_kept(tmp_path):
     data = load_neural_lp(folder)
     assert data.num_relations == 3 and data.relation_names[2] == 'unused'
     assert data.edge_type.max() < 2 * 3
+
+
+@pytest.mark.parametrize('num_nodes', [5, 2**40])
+def test_first_duplicate_is_the_first_repeat_read(num_nodes):
+    # Against a Python set read in order: the first triple seen before and
+    # where it was first (entity ids too large to pack take the fallback).
+    from pyg_degreembed.data.io import first_duplicate
+    gen = torch.Generator().manual_seed(0)
+    for n in (0, 1, 2, 10, 40):
+        triples = torch.stack([torch.randint(0, 5, (n, ), generator=gen),
+                               torch.randint(0, 2, (n, ), generator=gen),
+                               torch.randint(0, 5, (n, ), generator=gen)])
+        triples[0] = triples[0] * (num_nodes // 5)
+        seen, want = {}, None
+        for i, triple in enumerate(triples.t().tolist()):
+            if tuple(triple) in seen:
+                want = (i, seen[tuple(triple)])
+                break
+            seen[tuple(triple)] = i
+        assert first_duplicate(triples) == want
+    assert first_duplicate(torch.tensor([[0, 1], [0, 0], [1, 0]])) is None

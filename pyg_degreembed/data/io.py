@@ -147,7 +147,7 @@ def check_name(path: str, line: int, name: str, kind: str):
 
 def read_triples(path: str, entity_ids: Dict[str, int],
                  relation_ids: Dict[str, int],
-                 new_names: bool = False) -> Tuple[Tensor, List[int]]:
+                 new_names: bool = False) -> Tuple[Tensor, Tensor]:
     r"""Reads a triple file into a :obj:`[3, n]` tensor of rows (head,
     relation, tail), and the line number of each triple.  With
     :obj:`new_names`, a name not in :obj:`entity_ids`/:obj:`relation_ids`
@@ -174,9 +174,34 @@ def read_triples(path: str, entity_ids: Dict[str, int],
                     f"{'entities' if kind == 'entity' else 'relations'}.txt)")
         rows.extend((entity_ids[head], relation_ids[rel], entity_ids[tail]))
         line_numbers.append(i)
-    triples = torch.frombuffer(rows, dtype=torch.long) if rows else \
+    return _long(rows).view(-1, 3).t().contiguous(), _long(line_numbers)
+
+
+def _long(values: array) -> Tensor:
+    # An array('q') as a tensor (sharing its memory).
+    return torch.frombuffer(values, dtype=torch.long) if values else \
         torch.empty(0, dtype=torch.long)
-    return triples.view(-1, 3).t().contiguous(), line_numbers.tolist()
+
+
+def first_duplicate(triples: Tensor) -> Optional[Tuple[int, int]]:
+    r"""The first column :math:`i` of :obj:`triples` (shape :obj:`[3, n]`)
+    that repeats an earlier one, and the first column :math:`j < i` it
+    repeats (:obj:`None` where all are distinct); sorted keys, not a Python
+    set (a 10M-triple KG's set took gigabytes)."""
+    if triples.size(1) < 2:
+        return None
+    h, r, t = triples
+    N = int(torch.maximum(h.max(), t.max())) + 1
+    R = int(r.max()) + 1
+    key = (h * R + r) * N + t if N * N * R < 2**63 else \
+        torch.unique(triples, dim=1, return_inverse=True)[1]
+    order = torch.argsort(key, stable=True)
+    ordered = key[order]
+    repeats = order[1:][ordered[1:] == ordered[:-1]]
+    if not repeats.numel():
+        return None
+    i = int(repeats.min())
+    return i, int((key == key[i]).nonzero()[0])
 
 
 def _field_splitter(path: str, first_line: str, delimiter: Optional[str]):
@@ -243,23 +268,21 @@ def load_neural_lp(folder: str) -> Data:
             table.update((name, i)
                          for i, name in enumerate(read_names(path, kind)))
 
-    splits = {}
-    first_seen: Dict[Tuple[int, int, int], Tuple[str, int]] = {}
+    splits, paths, lines = {}, [], []
     for split in SPLITS:
         path = osp.join(folder, f'{split}.txt')
         if split == 'facts' and not os.path.exists(path):
             continue
-        triples, line_numbers = read_triples(path, entity_ids, relation_ids,
-                                             new_names)
-        for triple, line in zip(triples.t().tolist(), line_numbers):
-            key = tuple(triple)
-            if key in first_seen:
-                other, other_line = first_seen[key]
-                raise KGFormatError(
-                    path, line, f'duplicate triple (first in '
-                    f'{other}:{other_line})')
-            first_seen[key] = (path, line)
-        splits[split] = triples
+        splits[split], line_numbers = read_triples(
+            path, entity_ids, relation_ids, new_names)
+        paths += [path] * line_numbers.numel()
+        lines.append(line_numbers)
+    duplicate = first_duplicate(torch.cat(list(splits.values()), dim=1))
+    if duplicate is not None:
+        line = torch.cat(lines)
+        i, j = duplicate
+        raise KGFormatError(paths[i], int(line[i]), f'duplicate triple '
+                            f'(first in {paths[j]}:{int(line[j])})')
     if splits['train'].size(1) == 0:
         raise KGFormatError(osp.join(folder, 'train.txt'), 0,
                             'empty file: no training triples')
@@ -347,8 +370,7 @@ def load_triples_file(path: str,
                          f"valid, test) summing to 1, got {list(fractions)}")
     entity_ids: Dict[str, int] = {}
     relation_ids: Dict[str, int] = {}
-    values = array('q')
-    first_seen: Dict[Tuple[int, int, int], int] = {}
+    values, lines = array('q'), array('q')
     split = None
     for i, line in read_lines(path):
         if split is None:  # the first line decides the separator
@@ -366,20 +388,21 @@ def load_triples_file(path: str,
         for name, kind in zip(fields, ('entity', 'relation', 'entity')):
             check_name(path, i, name, kind)
         head, rel, tail = fields
-        triple = (entity_ids.setdefault(head, len(entity_ids)),
-                  relation_ids.setdefault(rel, len(relation_ids)),
-                  entity_ids.setdefault(tail, len(entity_ids)))
-        if triple in first_seen:
-            raise KGFormatError(path, i, f'duplicate triple (first on line '
-                                f'{first_seen[triple]})')
-        first_seen[triple] = i
-        values.extend(triple)
+        values.extend((entity_ids.setdefault(head, len(entity_ids)),
+                       relation_ids.setdefault(rel, len(relation_ids)),
+                       entity_ids.setdefault(tail, len(entity_ids))))
+        lines.append(i)
     if split is None:
         raise KGFormatError(path, 0, 'empty file: no triples')
     if not values:
         raise KGFormatError(path, 0, 'no triples (only a header)')
 
-    triples = torch.frombuffer(values, dtype=torch.long).view(-1, 3).t()
+    triples = _long(values).view(-1, 3).t()
+    duplicate = first_duplicate(triples)
+    if duplicate is not None:
+        i, j = duplicate
+        raise KGFormatError(path, lines[i], f'duplicate triple (first on '
+                            f'line {lines[j]})')
     perm = torch.randperm(triples.size(1),
                           generator=torch.Generator().manual_seed(seed))
     bounds = [round(sum(fractions[:i + 1]) * triples.size(1))
