@@ -149,3 +149,16 @@ def test_first_duplicate_is_the_first_repeat_read(num_nodes):
             seen[tuple(triple)] = i
         assert first_duplicate(triples) == want
     assert first_duplicate(torch.tensor([[0, 1], [0, 0], [1, 0]])) is None
+
+
+@pytest.mark.parametrize('num_nodes', [5, 2**40])
+def test_unique_triples_equal_torch_unique_of_columns(num_nodes):
+    from pyg_degreembed.data.kg import unique_triples
+    gen = torch.Generator().manual_seed(1)
+    for n in (0, 1, 50):
+        triples = torch.stack([torch.randint(0, 5, (n, ), generator=gen),
+                               torch.randint(0, 3, (n, ), generator=gen),
+                               torch.randint(0, 5, (n, ), generator=gen)])
+        triples[2] = triples[2] * (num_nodes // 5)
+        assert torch.equal(unique_triples(triples),
+                           torch.unique(triples, dim=1))

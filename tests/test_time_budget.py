@@ -221,11 +221,11 @@ def test_processes_on_one_machine_probe_their_share_of_its_memory(
 
 
 def test_the_memory_probe_shrinks_where_memory_is_short(monkeypatch):
-    # One query is probed first; where 32 queries' tensors would take more
-    # than PROBE_SHARE of the memory, fewer are probed (4 here, whose
-    # tensors are within 6 queries' worth), and the estimate scaled from
-    # them is no smaller than the one from 32 (the bytes per query fall as
-    # the batch grows).
+    # One and two queries are probed first; where 32 queries' tensors, as
+    # predicted from them, would take more than BATCH_SHARE of the memory,
+    # fewer are probed (4 here: memory for 5 queries' worth), and the
+    # estimate extended from them is no smaller than the one from 32 (the
+    # bytes per query fall as the batch grows).
     from pyg_degreembed import DegreEmbedReasoner, load_dataset
     from pyg_degreembed.data.kg import split_triples
     from pyg_degreembed.evaluation.ranks import both_directions
@@ -234,10 +234,12 @@ def test_the_memory_probe_shrinks_where_memory_is_short(monkeypatch):
     queries = both_directions(split_triples(kg, 'train'), kg.num_relations)
     model = DegreEmbedReasoner(kg.num_relations, num_steps=2)
     graph = model.graph(kg)
+    monkeypatch.setattr(budget, 'available_memory', lambda: None)
     full = budget.training_bytes(model, graph, queries, 32)
-    params = sum(p.numel() * p.element_size() for p in model.parameters())
-    one = (budget.training_bytes(model, graph, queries, 1) -
-           budget.PARAMETER_COPIES * params) // 2
+    params = budget.PARAMETER_COPIES * sum(
+        p.numel() * p.element_size() for p in model.parameters())
+    one, two = ((budget.training_bytes(model, graph, queries, b) - params)
+                // 2 for b in (1, 2))
     probed = []
     score = model.score
 
@@ -246,12 +248,11 @@ def test_the_memory_probe_shrinks_where_memory_is_short(monkeypatch):
         return score(graph, head, *rest)
 
     monkeypatch.setattr(model, 'score', counted)
-    monkeypatch.setattr(budget, 'available_memory',
-                        lambda: int(6 * one / budget.PROBE_SHARE))
-    short = budget.training_bytes(model, graph, queries, 32)
-    assert probed == [1, 4]
-    assert short >= full
-    probed.clear()
-    monkeypatch.setattr(budget, 'available_memory', lambda: None)
     assert budget.training_bytes(model, graph, queries, 32) == full
-    assert probed == [32]
+    assert probed == [32]  # nothing to bound it by: 32 at once
+    probed.clear()
+    monkeypatch.setattr(budget, 'available_memory', lambda: int(
+        (one + 5 * (two - one)) / budget.BATCH_SHARE))
+    short = budget.training_bytes(model, graph, queries, 32)
+    assert probed == [1, 2, 4]
+    assert short >= full

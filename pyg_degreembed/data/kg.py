@@ -246,7 +246,23 @@ def graph_queries(data: Data) -> Tensor:
     h, r, t = graph_triples(data)
     queries = torch.stack([torch.cat([h, t]), torch.cat([r, r + R]),
                            torch.cat([t, h])])
-    return torch.unique(queries[:, queries[0] != queries[2]], dim=1)
+    return unique_triples(queries[:, queries[0] != queries[2]])
+
+
+def unique_triples(triples: Tensor) -> Tensor:
+    r"""The distinct columns of :obj:`triples` (shape :obj:`[3, n]`,
+    non-negative ids), sorted: :obj:`torch.unique(triples, dim=1)`, on one
+    packed integer per column where that fits in 63 bits (on millions of
+    triples several times faster)."""
+    if not triples.numel():
+        return torch.unique(triples, dim=1)
+    h, r, t = triples
+    N = int(torch.maximum(h.max(), t.max())) + 1
+    K = int(r.max()) + 1
+    if N * N * K >= 2**63:
+        return torch.unique(triples, dim=1)
+    key = torch.unique((h * K + r) * N + t)
+    return torch.stack([key // (K * N), key // N % K, key % N])
 
 
 def all_triples(data: Data) -> Tensor:

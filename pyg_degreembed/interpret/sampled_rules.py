@@ -58,7 +58,7 @@ from torch import Tensor
 from pyg_degreembed.data.convert import as_kg
 from pyg_degreembed.data.kg import (check_positive_ints, check_rule_length,
                                     graph_queries, graph_triples,
-                                    query_edges)
+                                    query_edges, unique_triples)
 from pyg_degreembed.data.ragged import find_sorted, ragged_arange
 from pyg_degreembed.data.resolve import resolve_graph
 from pyg_degreembed.data.typed_graph import TypedGraph
@@ -149,7 +149,7 @@ def sample_rule_counts(data: Any, num_steps: int = 2,
     start = time.perf_counter()
     generator = torch.Generator().manual_seed(seed)
     h, r, t = graph_triples(kg)
-    triples = torch.unique(torch.stack([h, r, t])[:, h != t], dim=1)
+    triples = unique_triples(torch.stack([h, r, t])[:, h != t])
     triples = triples[:, torch.randperm(triples.size(1),
                                         generator=generator)]
     processes, process = world()
