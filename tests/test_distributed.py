@@ -187,7 +187,7 @@ def batch_worker(process, world_size, out_dir):
 
     budget.training_bytes = probe
     # Process 1 sees less memory free than process 0.
-    budget.available_memory = lambda: (80 - 40 * process) * 10**6
+    budget.available_memory = lambda: (40 - 20 * process) * 10**6
     data = chain_kg()
     model = RuleReasoner(3, num_steps=2, embedding_dim=4, hidden_channels=4)
     batch = budget.training_batch(model, data, 128, automatic=True)
@@ -201,7 +201,7 @@ def test_processes_probe_the_memory_in_turn_and_agree_on_the_batch(tmp_path):
     mp.spawn(batch_worker, args=(2, out_dir), nprocs=2, join=True)
     first, second = (torch.load(os.path.join(out_dir, f'batch{p}.pt'))
                      for p in range(2))
-    # Alone each would take 32 (80 MB) and 16 (40 MB): both take 16.
+    # Alone each would take 32 (40 MB) and 16 (20 MB): both take 16.
     assert first['batch'] == second['batch'] == 16
     # No two processes probed at once.
     assert all(a_end <= b_start or b_end <= a_start

@@ -14,7 +14,6 @@ that says how much it needs, instead of being killed by the system later.
   batch and doubled for the gradients of the backward pass (an upper
   estimate: the peak a step reaches is below it).
 """
-import math
 import os
 from typing import Callable, Optional, Tuple
 
@@ -103,12 +102,6 @@ PARAMETER_COPIES = 5
 
 #: The most training queries :func:`training_bytes` runs a probe step on.
 PROBE_QUERIES = 32
-#: The share of the available memory the automatic batch of
-#: :func:`training_batch` may take, and a probe of :func:`training_bytes`
-#: (a probe of more queries than fit would not be taken): the rest is for
-#: what the run does after training (the rules' validation and test
-#: ranking) and for the machine's other jobs.
-BATCH_SHARE = 0.5
 
 
 def training_bytes(model, graph, queries, batch_size: int) -> int:
@@ -117,11 +110,7 @@ def training_bytes(model, graph, queries, batch_size: int) -> int:
     step of :obj:`batch_size` queries saves for its backward pass, twice
     (its gradients): measured on the first :math:`b = \min(` batch,
     :data:`PROBE_QUERIES` :math:`)` of :obj:`queries` :obj:`(head,
-    relation, tail)` (:math:`b` halved while the probe, predicted from
-    one and two queries, would take more than :data:`BATCH_SHARE` of
-    :func:`available_memory`) and extended to the batch by the bytes each
-    of the :math:`b - 1` queries after the first added on average (an
-    upper estimate: the bytes per query fall as the batch grows)."""
+    relation, tail)` and scaled by batch / :math:`b`."""
     own = {p.untyped_storage().data_ptr() for p in model.parameters()}
 
     def saved_by(size: int) -> int:
@@ -137,36 +126,14 @@ def training_bytes(model, graph, queries, batch_size: int) -> int:
             model.score(graph, *(q[:size] for q in queries))
         return sum(storages.values())
 
-    # Measured on up to PROBE_QUERIES queries, and beyond them extended by
-    # what each query past the first added: a part of the saved bytes does
-    # not grow with the batch (the graph's edge weights), and the bytes per
-    # query fall as the batch grows (the queries' reachable sets overlap),
-    # so the extension lies above them. The probe itself is bounded alike,
-    # from one and two queries (on millions of entities 32 queries'
-    # tensors alone do not fit).
-    measured: dict = {}
-
-    def saved(size: int) -> int:
-        if size not in measured:
-            measured[size] = saved_by(size)
-        return measured[size]
-
+    # Measured on up to PROBE_QUERIES queries and scaled to the batch: the
+    # saved bytes per query fall as the batch grows (the queries' reachable
+    # sets overlap), so the scaled probe lies above them.
     probe = min(batch_size, PROBE_QUERIES)
-    available = available_memory()
-    if probe > 2 and available is not None:
-        one = saved(1)
-        growth = max(saved(2) - one, 0)
-        while probe > 2 and one + growth * (probe - 1) > \
-                BATCH_SHARE * available:
-            probe //= 2
-    total = saved(probe)
-    if batch_size > probe:
-        per_query = max(total - saved(1), 0) / (probe - 1) if probe > 1 \
-            else total
-        total += math.ceil(per_query * (batch_size - probe))
     params = sum(p.numel() * p.element_size() for p in model.parameters())
     # The backward pass holds gradients of about the size of what it reads.
-    return PARAMETER_COPIES * params + 2 * total
+    return PARAMETER_COPIES * params + \
+        2 * saved_by(probe) * batch_size // probe
 
 
 def training_batch(model, data, batch_size: int,
@@ -215,7 +182,7 @@ def training_batch(model, data, batch_size: int,
         per_query = (needed - fixed) / share(batch_size)
         available = available_here()
         while available is not None and chosen > 1 and \
-                fixed + per_query * share(chosen) > BATCH_SHARE * available:
+                fixed + per_query * share(chosen) > 0.9 * available:
             chosen = 1 << ((chosen - 1).bit_length() - 1)  # the power below
         # Probed again (small batches differ), halved while the probe does
         # not fit.
