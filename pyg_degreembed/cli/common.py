@@ -84,10 +84,9 @@ def _eval_candidates_arg(p):
                    help='rank each answer against N of its filtered '
                    'candidates drawn at random (seeded, the same for every '
                    'model; the OGB protocol, for large KGs) instead of '
-                   'against all entities (in train, the validation choice '
-                   'too), the rules scoring only those; its metrics are '
-                   'labelled and not comparable with full ranking '
-                   '(None: all)')
+                   'against all entities (the rules scoring only those); '
+                   'its metrics are labelled and not comparable with full '
+                   'ranking (None: all)')
 
 
 def _defaults(function) -> dict:

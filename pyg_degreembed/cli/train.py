@@ -282,8 +282,7 @@ def _train(args, config, plan, source, checkpoint, device, process):
             else AGGREGATION_SETTINGS[args.aggregation]
         choice = choose_scorer(model, data, args.steps, args.scorer, device,
                                mined=mined, deadline=plan.deadline(),
-                               seed=args.seed, aggregations=aggregations,
-                               num_candidates=args.eval_candidates)
+                               seed=args.seed, aggregations=aggregations)
         scorer = choice.scorer
         if process == 0:
             constants = choice.applied.constant_rules

@@ -284,9 +284,8 @@ def choose_scorer(model: Module, data: Any, num_steps: int,
                   mined: Optional[MinedCounts] = None,
                   deadline: Optional[float] = None,
                   seed: int = 0,
-                  aggregations: Sequence[
-                      Tuple[Any, ...]] = AGGREGATION_CHOICES,
-                  num_candidates: Optional[int] = None) -> ScorerChoice:
+                  aggregations: Sequence[Tuple[Any, ...]] = AGGREGATION_CHOICES
+                  ) -> ScorerChoice:
     r"""Mines the applied rules of length at most :obj:`num_steps` with
     :obj:`model` as tie-break, with the confidences
     :math:`\mathrm{support} / (\mathrm{groundings} + u)` of the
@@ -335,11 +334,6 @@ def choose_scorer(model: Module, data: Any, num_steps: int,
             its number of keys and model weight, to choose from with
             :math:`u`, the preferred first. (default:
             :data:`AGGREGATION_CHOICES`)
-        num_candidates (int, optional): Rank each validation answer
-            against this many sampled candidates (the OGB protocol of
-            :func:`~pyg_degreembed.compute_ranks`; the rules then score
-            only those, see :meth:`~pyg_degreembed.AppliedRules.forward`).
-            (default: :obj:`None`, against all of them)
     """
     if scorer not in ('auto', 'rules'):
         raise ValueError(f"'scorer' must be 'auto' or 'rules', got "
@@ -412,7 +406,7 @@ def choose_scorer(model: Module, data: Any, num_steps: int,
     try:
         *ranked, model_ranks = _rank_until(
             UnseenChoices(applied_smallest, unseen, [first]), data, valid,
-            stage_deadline, num_candidates)
+            stage_deadline)
         ranked.append(model_ranks)
         mrr = [ranks.metrics()['mrr'] for ranks in ranked[:-1]]
         chosen = preferred_choice(ranked[:-1])
@@ -425,7 +419,7 @@ def choose_scorer(model: Module, data: Any, num_steps: int,
             shown = model_ranks.relation.numel() // 2
             aggregation_ranks = _rank_until(
                 UnseenChoices(applied_smallest, [u], choices), data,
-                valid[:, :shown], deadline, num_candidates)
+                valid[:, :shown], deadline)
     except ResourceError as e:  # hubs: the rules' paths cannot be followed
         if scorer == 'rules':
             raise
@@ -504,15 +498,13 @@ MIN_CHOICE_TRIPLES = 32
 
 def _rank_until(model: Module, data: Any, triples: Tensor,
                 deadline: Optional[float],
-                num_candidates: Optional[int] = None,
                 first: int = MIN_CHOICE_TRIPLES) -> List[Ranks]:
     # The rankings of compute_ranks on `triples`: all of them without a
     # deadline, else parts of them in their order until the deadline (at
     # least `first` triples; each part up to twice the last, and no more
     # than the last part's pace fits before the deadline), joined.
     def rankings(triples: Tensor) -> List[Ranks]:
-        ranks = compute_ranks(model, data, triples,
-                              num_candidates=num_candidates)
+        ranks = compute_ranks(model, data, triples)
         return ranks if isinstance(ranks, list) else [ranks]
 
     if deadline is None:
