@@ -38,7 +38,7 @@ import torch
 from torch import Tensor
 from torch_geometric.data import Data
 
-from pyg_degreembed.data.kg import SPLITS, kg_data
+from pyg_degreembed.data.kg import SPLITS, kg_data, triple_keys
 
 #: First lines of a triples file that are read as a header and skipped.
 HEADERS = {('head', 'relation', 'tail'), ('head', 'rel', 'tail'),
@@ -190,11 +190,7 @@ def first_duplicate(triples: Tensor) -> Optional[Tuple[int, int]]:
     set (a 10M-triple KG's set took gigabytes)."""
     if triples.size(1) < 2:
         return None
-    h, r, t = triples
-    N = int(torch.maximum(h.max(), t.max())) + 1
-    R = int(r.max()) + 1
-    key = (h * R + r) * N + t if N * N * R < 2**63 else \
-        torch.unique(triples, dim=1, return_inverse=True)[1]
+    key = triple_keys(triples)
     order = torch.argsort(key, stable=True)
     ordered = key[order]
     repeats = order[1:][ordered[1:] == ordered[:-1]]

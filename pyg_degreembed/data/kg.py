@@ -249,19 +249,40 @@ def graph_queries(data: Data) -> Tensor:
     return unique_triples(queries[:, queries[0] != queries[2]])
 
 
+def _packed(triples: Tensor) -> Optional[Tuple[Tensor, int, int]]:
+    # One integer (h K + r) N + t per column of triples [3, n] (non-negative
+    # ids), in the columns' lexicographic order, with K and N; None where it
+    # does not fit in 63 bits (or there are no columns).
+    if not triples.numel():
+        return None
+    h, r, t = triples
+    N = int(torch.maximum(h.max(), t.max())) + 1
+    K = int(r.max()) + 1
+    if N * N * K >= 2**63:
+        return None
+    return (h * K + r) * N + t, K, N
+
+
+def triple_keys(triples: Tensor) -> Tensor:
+    r"""One integer per column of :obj:`triples` (shape :obj:`[3, n]`,
+    non-negative ids), equal for equal columns and ordered as the columns
+    lexicographically: the columns packed where that fits in 63 bits, else
+    their rank among the distinct columns."""
+    packed = _packed(triples)
+    return packed[0] if packed is not None else \
+        torch.unique(triples, dim=1, return_inverse=True)[1]
+
+
 def unique_triples(triples: Tensor) -> Tensor:
     r"""The distinct columns of :obj:`triples` (shape :obj:`[3, n]`,
     non-negative ids), sorted: :obj:`torch.unique(triples, dim=1)`, on one
     packed integer per column where that fits in 63 bits (on millions of
     triples several times faster)."""
-    if not triples.numel():
+    packed = _packed(triples)
+    if packed is None:
         return torch.unique(triples, dim=1)
-    h, r, t = triples
-    N = int(torch.maximum(h.max(), t.max())) + 1
-    K = int(r.max()) + 1
-    if N * N * K >= 2**63:
-        return torch.unique(triples, dim=1)
-    key = torch.unique((h * K + r) * N + t)
+    key, K, N = packed
+    key = torch.unique(key)
     return torch.stack([key // (K * N), key // N % K, key % N])
 
 

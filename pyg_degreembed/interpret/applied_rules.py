@@ -652,7 +652,7 @@ class AppliedRules(Module):
         # Every rule that reaches an entity y for query b: the cells
         # b * N + y and the rules' indices, of the path rules, then of the
         # constant rules (None without them); with `targets`, those of the
-        # target cells only (see _target_firings).
+        # target cells only (the last edge read from them, see _last_edges).
         N, P, L = graph.num_nodes, self._num_patterns, self.num_steps
         M = max(self.rule_key.numel(), 1)
         removed = None
@@ -662,6 +662,7 @@ class AppliedRules(Module):
         # The target cells b * N + y, sorted.
         target = None if targets is None else \
             targets.reshape(-1).nonzero().view(-1)
+        last = None if target is None else self._last_types()
         cell, rule = [head.new_empty(0)], [head.new_empty(0)]
 
         def reached(walk, node, pattern, distinct=True):
@@ -672,11 +673,12 @@ class AppliedRules(Module):
             found &= node != head[walk]  # never the head itself
             if target is not None:
                 found &= find_sorted(target, walk * N + node)[1]
-            firing = (walk * N + node)[found] * M + at[found]
+            cells, rules = (walk * N + node)[found], at[found]
             if not distinct:
-                firing = torch.unique(firing)
-            cell.append(firing // M)
-            rule.append(firing % M)
+                firing = torch.unique(cells * M + rules)
+                cells, rules = firing // M, firing % M
+            cell.append(cells)
+            rule.append(rules)
 
         # The walk count sizes the chunks only, it does not refuse: the
         # expansion follows the rules' prefixes and merges equal states
@@ -700,8 +702,8 @@ class AppliedRules(Module):
                     if step == steps:  # with targets, the last edge apart
                         break
             if target is not None:
-                reached(*self._last_edges(graph, walk + begin, node, pattern,
-                                          relation, target), distinct=False)
+                reached(*_last_edges(graph, walk + begin, node, pattern,
+                                     relation, target, last), distinct=False)
         constant = None
         if self.constant_rules is not None:
             query, node, _, fired = self.constant_rules.fire(
@@ -712,39 +714,14 @@ class AppliedRules(Module):
                 constant = (constant[0][keep], constant[1][keep])
         return (torch.cat(cell), torch.cat(rule)), constant
 
-    def _last_edges(self, graph: TypedGraph, walk: Tensor, node: Tensor,
-                    pattern: Tensor, relation: Tensor, target: Tensor
-                    ) -> Tuple[Tensor, Tensor, Tensor]:
-        # The paths of the states (walk, node, pattern) of L - 1 edges
-        # (sorted by walk and node) extended by an edge to a target cell
-        # walk * N + y (sorted), where some rule of the walk's relation
-        # ends with that edge type: each target's edges y -k'-> m read
-        # backwards as m -k-> y and joined with the states at m; as
-        # (walk, target entity, pattern), a path through several m as
-        # often.
-        N, K = graph.num_nodes, self.num_edge_types
-        R, P = K // 2, self._num_patterns
-        length_L = self.rule_key % P >= P // (K + 1)
-        last = torch.zeros(K, K, dtype=torch.bool, device=walk.device)
-        last[self.rule_key[length_L] // P,
-             self.rule_key[length_L] % (K + 1) - 1] = True
-        lo = torch.searchsorted(target, walk[0] * N) if walk.numel() else 0
-        hi = torch.searchsorted(target, (walk[-1] + 1) * N) \
-            if walk.numel() else 0
-        t_walk, t_node = target[lo:hi] // N, target[lo:hi] % N
-        start = graph.node_ptr[t_node]
-        row, edge = ragged_arange(start, graph.node_ptr[t_node + 1] - start)
-        w, y = t_walk[row], t_node[row]
-        m, k = graph.edge_dst[edge], (graph.edge_type[edge] + R) % K
-        keep = last[relation[w], k]
-        w, y, m, k = w[keep], y[keep], m[keep], k[keep]
-        state = walk * N + node
-        key = w * N + m
-        first = torch.searchsorted(state, key)
-        pair, at = ragged_arange(first,
-                                 torch.searchsorted(state, key, right=True)
-                                 - first)
-        return w[pair], y[pair], pattern[at] * (K + 1) + k[pair] + 1
+    def _last_types(self) -> Tensor:
+        # [2R, 2R]: whether some rule of length L of query relation q ends
+        # with an edge of type k (row q, column k).
+        K, P = self.num_edge_types, self._num_patterns
+        key = self.rule_key[self.rule_key % P >= P // (K + 1)]
+        last = torch.zeros(K, K, dtype=torch.bool, device=key.device)
+        last[key // P, key % (K + 1) - 1] = True
+        return last
 
     @torch.no_grad()
     def forward(self, edge_index: Any, edge_type: Optional[Tensor] = None,
@@ -1159,6 +1136,37 @@ class _BestKeys(NamedTuple):
         logs = torch.log1p(-self.values[self.level[take]])
         return -torch.expm1(torch.segment_reduce(
             logs, 'sum', lengths=self.counts.clamp(max=num_keys)))
+
+
+def _last_edges(graph: TypedGraph, walk: Tensor, node: Tensor,
+                pattern: Tensor, relation: Tensor, target: Tensor,
+                last: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
+    r"""The paths of the states :obj:`(walk, node, pattern)` of
+    :math:`L - 1` edges (sorted by walk and node) extended by an edge to a
+    target cell :math:`\mathrm{walk} \cdot N + y` (sorted) whose type
+    :math:`k` ends some rule of the walk's relation :math:`q`
+    (:obj:`last[q, k]`): each target's edges :math:`y \xrightarrow{k'} m`
+    read backwards as :math:`m \xrightarrow{k} y` and joined with the
+    states at :math:`m`; as :obj:`(walk, y, pattern)`, a path through
+    several :math:`m` as often."""
+    N, K = graph.num_nodes, last.size(0)
+    lo = torch.searchsorted(target, walk[0] * N) if walk.numel() else 0
+    hi = torch.searchsorted(target, (walk[-1] + 1) * N) \
+        if walk.numel() else 0
+    t_walk, t_node = target[lo:hi] // N, target[lo:hi] % N
+    start = graph.node_ptr[t_node]
+    row, edge = ragged_arange(start, graph.node_ptr[t_node + 1] - start)
+    w, y = t_walk[row], t_node[row]
+    m, k = graph.edge_dst[edge], (graph.edge_type[edge] + K // 2) % K
+    keep = last[relation[w], k]
+    w, y, m, k = w[keep], y[keep], m[keep], k[keep]
+    state = walk * N + node
+    key = w * N + m
+    first = torch.searchsorted(state, key)
+    pair, at = ragged_arange(first,
+                             torch.searchsorted(state, key, right=True) -
+                             first)
+    return w[pair], y[pair], pattern[at] * (K + 1) + k[pair] + 1
 
 
 def _check_targets(targets: Optional[Tensor], B: int, graph: TypedGraph,
