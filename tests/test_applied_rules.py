@@ -318,11 +318,17 @@ def test_relation_choice_on_hand_worked_ranks(monkeypatch):
     # The reciprocal ranks each query gets from its relation's choice.
     assert chosen_reciprocal_ranks([rules, model, third], torch.tensor(
         [2, 0, 1, 1])).tolist() == [1, 1 / 2, 1, 1, 1 / 3]
-    # No validation queries of a relation (q = 2, 3): the overall best,
-    # here the model (1 + 1 against 1 + 1/2).
+    # No validation queries of a relation (q = 2, 3): the ranking chosen
+    # overall, the model where it is better beyond noise (by 1/2 on each of
+    # four queries) ...
+    model = ranks([1, 1, 1, 1], [0, 1, 0, 1], [0, 0, 0, 0])
+    rules = ranks([2, 2, 2, 2], [0, 1, 0, 1], [0, 0, 0, 0])
+    assert relation_choice([rules, model], 2).tolist() == [1, 1, 1, 1]
+    # ... the first where its lead is within noise (1 + 1 against 1 + 1/2:
+    # a mean of 1/4, two standard errors 1/2).
     model = ranks([1, 1], [0, 1], [0, 0])
     rules = ranks([1, 2], [0, 1], [0, 0])
-    assert relation_choice([rules, model], 2).tolist() == [0, 1, 1, 1]
+    assert relation_choice([rules, model], 2).tolist() == [0, 1, 0, 0]
     assert relation_choice([model, rules], 2).tolist() == [0, 0, 0, 0]
 
 
@@ -341,7 +347,26 @@ def test_relation_choice_shrinks_towards_the_overall_mrr():
     # difference (without the shrinkage it would: 1 > 1/2); q = 3, no
     # query: the better overall, the rules.
     assert relation_choice([rules, model], 2).tolist() == [1, 0, 0, 0]
-    assert relation_choice([model, rules], 2).tolist() == [0, 1, 1, 1]
+    # The model first (preferred): the rules' lead (0.139 per query) is
+    # within noise (two standard errors 0.168), so both are shrunk towards
+    # the model's 0.607 and q = 2 takes the model on its one query (1 >
+    # 1/2); q = 3 too, the model being chosen overall.
+    assert relation_choice([model, rules], 2).tolist() == [0, 1, 0, 0]
+
+
+def test_a_lead_within_noise_does_not_carry_every_relation():
+    # k = 10. Three queries: q = 0 model 1, rules 1/4; q = 1 model 1/2,
+    # rules 1; q = 2 model 1, rules 1/5. Overall the model leads (0.833 vs
+    # 0.483) but within noise (a mean difference of 0.35, two standard
+    # errors 0.85): the rules are chosen overall and both are shrunk towards
+    # their 0.483, so q = 1 keeps the rules on its own query (shrunk towards
+    # each one's own MRR it would take the model: (1/2 + 8.33) / 11 >
+    # (1 + 4.83) / 11), and q = 3, without a query, takes the rules.
+    relation, direction = [0, 1, 0], [0, 0, 1]
+    model = ranks_of([1, 2, 1], relation, direction)
+    rules = ranks_of([4, 1, 5], relation, direction)
+    assert preferred_choice([rules, model]) == 0
+    assert relation_choice([rules, model], 2).tolist() == [1, 0, 1, 0]
 
 
 def test_per_relation_scorer_takes_each_row_from_its_scorer():

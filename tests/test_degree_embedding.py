@@ -1,3 +1,5 @@
+import math
+
 import pytest
 import torch
 from torch.nn.utils.rnn import pack_padded_sequence
@@ -259,3 +261,97 @@ def test_packed_lstm_path_equals_trie_path_with_changed_sets(random_graph):
     assert trie_grads.keys() == packed_grads.keys() and len(trie_grads) == 9
     for name, grad in trie_grads.items():
         assert torch.allclose(grad, packed_grads[name], atol=1e-10), name
+
+
+def _many_sets():
+    # 60 entities with random sets of 7 edge types: many distinct sets.
+    torch.manual_seed(0)
+    types = torch.rand(60, 7) < 0.4
+    types[:, 0] |= ~types.any(-1)
+    edge_source, edge_type = types.nonzero().t()
+    return degree_sets(torch.stack([edge_source, edge_source]), edge_type,
+                       60, 7)
+
+
+def test_large_graphs_embed_in_parts_without_gradients(monkeypatch):
+    import pyg_degreembed.nn.degree_embedding as module
+    degree = _many_sets()
+    U = degree.tokens.size(0)
+    layer = DegreeEmbedding(7, embedding_dim=6, hidden_channels=4).double()
+    sets = torch.tensor([3, 1, 3, 0, 5, U - 1])
+    with torch.no_grad():
+        whole = layer.weights_of_sets(degree).table
+        some = layer.weights_of_sets(degree, torch.tensor([1, 4])).table
+        calls = []
+        embed = layer.embed_sets
+        monkeypatch.setattr(layer, 'embed_sets', lambda d, s=None, c=None:
+                            calls.append(s.numel()) or embed(d, s, c))
+        monkeypatch.setattr(module, 'MAX_TRIE_NODES', 10)
+        parts = layer.weights_of_sets(degree).table
+        assert len(calls) > 4 and max(calls) < U  # in parts
+        assert torch.allclose(parts, whole, atol=1e-12)
+        assert torch.allclose(
+            layer.weights_of_sets(degree, torch.tensor([1, 4])).table, some,
+            atol=1e-12)
+        assert torch.allclose(layer._embed_bounded(degree, sets, None),
+                              embed(degree, sets), atol=1e-12)
+
+
+def test_large_graphs_train_on_a_sample_of_sets_with_history(monkeypatch):
+    # Where the sets lead to more than MAX_TRIE_NODES trie nodes, a training
+    # step embeds a random sample of them with gradients (written to the
+    # history) and the others read their last embedding: the exact values
+    # before any update; after one, the sampled rows are the new
+    # parameters' embedding and the others the old one's.
+    import pyg_degreembed.nn.degree_embedding as module
+    degree = _many_sets()
+    U = degree.tokens.size(0)
+    layer = DegreeEmbedding(7, embedding_dim=6, hidden_channels=4).double()
+    monkeypatch.setattr(module, 'MAX_TRIE_NODES', 40)
+    sets = torch.arange(U)
+    exact = layer.embed_sets(degree, sets).detach()
+    layer.train()
+    assert layer.history is None
+    torch.manual_seed(1)
+    hidden = layer._embed_bounded(degree, sets, None)
+    assert torch.allclose(hidden, exact, atol=1e-12)
+    assert torch.allclose(layer.history, exact, atol=1e-12)
+    # Gradients flow through the sampled rows only: the loss of the other
+    # rows gives none.
+    weight = torch.randn(U, 8, dtype=torch.double)
+    hidden.mul(weight).sum().backward()
+    grad = torch.cat([p.grad.view(-1) for p in layer.parameters()
+                      if p.grad is not None])
+    assert grad.abs().sum() > 0
+    torch.manual_seed(1)
+    sampled = torch.randperm(U)[:math.ceil(U / math.ceil(
+        (degree.forward_trie.token.numel() +
+         degree.backward_trie.token.numel()) / 40))]
+    assert 0 < sampled.numel() < U
+    layer.zero_grad()
+    reference = layer.embed_sets(degree, sets)
+    mask = torch.zeros(U, 1, dtype=torch.double)
+    mask[sampled] = 1.
+    (reference * mask * weight).sum().backward()
+    want = torch.cat([p.grad.view(-1) for p in layer.parameters()
+                      if p.grad is not None])
+    assert torch.allclose(grad, want, atol=1e-10)
+    # An update, then a step: fresh rows where sampled, the history
+    # elsewhere.
+    with torch.no_grad():
+        for p in layer.parameters():
+            p.add_(0.1)
+    after = layer.embed_sets(degree, sets).detach()
+    torch.manual_seed(2)
+    fresh = torch.randperm(U)[:sampled.numel()]
+    torch.manual_seed(2)
+    hidden = layer._embed_bounded(degree, sets, None).detach()
+    stale = torch.ones(U, dtype=torch.bool)
+    stale[fresh] = False
+    assert torch.allclose(hidden[fresh], after[fresh], atol=1e-12)
+    assert torch.allclose(hidden[stale], exact[stale], atol=1e-12)
+    assert not torch.allclose(hidden[stale], after[stale], atol=1e-6)
+    assert torch.allclose(layer.history, hidden, atol=1e-12)
+    # A new mode starts from a whole, fresh embedding.
+    layer.eval()
+    assert layer.history is None

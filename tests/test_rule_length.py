@@ -2,7 +2,8 @@ import pytest
 import torch
 
 from pyg_degreembed import from_edge_index
-from pyg_degreembed.interpret.rule_length import (choose_num_steps,
+from pyg_degreembed.interpret.rule_length import (MIN_QUERIES,
+                                                  choose_num_steps,
                                                   choose_rule_length,
                                                   reach_shares)
 
@@ -41,16 +42,17 @@ def test_rule_length_measured_only_while_it_can_change():
     # Answers 1, ..., 6 edges away, a sixth each: every step reaches 1 / 6
     # more, up to the cap.
     data = hops_kg(1, 2, 3, 4, 5, 6)
-    L, shares = choose_rule_length(data, num_queries=1000)
+    L, shares, _ = choose_rule_length(data, num_queries=1000)
     assert L == 5
     assert shares == pytest.approx([k / 6 for k in range(1, 6)])
-    L, shares = choose_rule_length(data, max_steps=3, num_queries=1000)
+    L, shares, _ = choose_rule_length(data, max_steps=3, num_queries=1000)
     assert L == 3 and len(shares) == 3
     # Every answer reached within 3 edges: no fourth step is measured.
-    assert choose_rule_length(hops_kg(3), max_steps=5) == (3, [0., 0., 1.])
+    assert choose_rule_length(hops_kg(3), max_steps=5) == \
+        (3, [0., 0., 1.], 40)
     # Answers 4 edges away: a third step reaches none of them, and the
     # rules keep the paper's length.
-    assert choose_rule_length(hops_kg(4)) == (2, [0., 0., 0.])
+    assert choose_rule_length(hops_kg(4)) == (2, [0., 0., 0.], 40)
     with pytest.raises(ValueError, match='at least 2'):
         choose_rule_length(data, max_steps=1)
 
@@ -61,7 +63,7 @@ def test_two_hop_rules_keep_the_papers_length():
     assert shares[1] == shares[2] == 1.
     assert choose_num_steps(shares) == 2
     # Every answer within 2 edges: a third step is not measured.
-    assert choose_rule_length(data, num_queries=50) == (2, shares[:2])
+    assert choose_rule_length(data, num_queries=50) == (2, shares[:2], 50)
 
 
 def test_the_sample_is_seeded_and_bounded():
@@ -118,12 +120,15 @@ def test_a_gain_of_exactly_the_threshold_lengthens_the_rules():
 
 
 def test_a_deadline_measures_the_queries_that_fit():
-    # A deadline already passed: the first part of the seeded sample only,
-    # the shares of exactly those queries.
+    # A deadline already passed: the first MIN_QUERIES of the seeded sample
+    # only (in parts of 16), the shares of exactly those queries.
     data = chain_kg()
-    assert reach_shares(data, 3, chunk_size=16, deadline=0.) == \
-        reach_shares(data, 3, num_queries=16, chunk_size=16)
-    assert reach_shares(data, 3, chunk_size=16, deadline=0.) != \
-        reach_shares(data, 3, chunk_size=16)
-    L, shares = choose_rule_length(data, time_limit=1e-9, chunk_size=16)
-    assert L == choose_num_steps(shares)
+    assert MIN_QUERIES % 16 == 0
+    late = reach_shares(data, 3, chunk_size=16, deadline=0.)
+    assert late == reach_shares(data, 3, num_queries=MIN_QUERIES)
+    assert late != reach_shares(data, 3, num_queries=16)
+    L, shares, measured = choose_rule_length(data, time_limit=1e-9,
+                                             chunk_size=16)
+    assert L == choose_num_steps(shares) and measured == MIN_QUERIES
+    assert choose_rule_length(data).num_queries == min(
+        2000, 2 * data.train_edge_type.numel())

@@ -207,12 +207,12 @@ def _train(args, config, plan, source, checkpoint, device, process):
               f'before the bundled {args.dataset})')
     data = load_dataset(args.dataset)
     if args.steps == 'auto':
-        args.steps, shares = choose_rule_length(
+        args.steps, shares, measured = choose_rule_length(
             data, time_limit=plan.rule_length_seconds())
         if process == 0:
             print(f'rule length L = {args.steps} (--steps auto: '
                   + ', '.join(f'{100 * share:.1f} %' for share in shares)
-                  + ' of held-out training answers within '
+                  + f' of {measured} held-out training answers within '
                   + ', '.join(map(str, range(1, len(shares) + 1)))
                   + ' edges)')
     cls, fixed = MODELS[args.model]

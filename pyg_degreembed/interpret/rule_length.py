@@ -12,7 +12,7 @@ the answers (each step costs more: paths multiply with the degree).
 while the choice could still lengthen the rules, up to :obj:`max_steps`.
 """
 import time
-from typing import Any, List, Optional, Tuple
+from typing import Any, List, NamedTuple, Optional, Tuple
 
 import torch
 
@@ -28,6 +28,20 @@ from pyg_degreembed.interpret.paths import expand_paths
 #: The most (query, edge) rows one part of :func:`reach_shares` expands:
 #: its queries are at most this over the graph's edges.
 EXPANSION_ROWS = 1 << 24
+#: The queries :func:`reach_shares` measures however close its deadline (a
+#: large graph's set-up can take the whole time: on a 10M-triple KG the
+#: shares of one query were taken for the graph's).
+MIN_QUERIES = 64
+
+
+class RuleLength(NamedTuple):
+    r"""The outcome of :func:`choose_rule_length`."""
+    #: The rule length :math:`L`.
+    num_steps: int
+    #: The shares of the answers within :math:`1, 2, \ldots` edges.
+    shares: List[float]
+    #: The number of training queries they were measured on.
+    num_queries: int
 
 
 @torch.no_grad()
@@ -41,10 +55,19 @@ def reach_shares(data: Any, max_steps: int = 3, num_queries: int = 2000,
     :obj:`deadline` (a :func:`time.perf_counter` reading), the queries are
     measured in parts of :obj:`chunk_size` (at most
     :data:`EXPANSION_ROWS` over the number of edges) until it has passed (at
-    least one part), and the shares are those of the queries measured.
+    least :data:`MIN_QUERIES`), and the shares are those of the queries
+    measured.
 
     :rtype: :obj:`List[float]` of length :obj:`max_steps`, non-decreasing
     """
+    return _reach(data, max_steps, num_queries, seed, chunk_size,
+                  deadline)[0]
+
+
+def _reach(data: Any, max_steps: int, num_queries: int, seed: int,
+           chunk_size: int, deadline: Optional[float]
+           ) -> Tuple[List[float], int]:
+    # reach_shares and the number of queries measured.
     check_positive_ints(max_steps=max_steps, num_queries=num_queries,
                         chunk_size=chunk_size)
     kg = as_kg(data)
@@ -68,7 +91,7 @@ def reach_shares(data: Any, max_steps: int = 3, num_queries: int = 2000,
     chunk_size = min(chunk_size, max(1, EXPANSION_ROWS //
                                      max(graph.edge_src.numel(), 1)))
     for begin in range(0, queries.size(1), chunk_size):
-        if deadline is not None and begin > 0 and \
+        if deadline is not None and begin >= MIN_QUERIES and \
                 time.perf_counter() >= deadline:
             measured = begin
             break
@@ -93,7 +116,7 @@ def reach_shares(data: Any, max_steps: int = 3, num_queries: int = 2000,
         found = find_sorted(reached, query * N + graph.edge_src[edge])[1]
         within[max_steps - 1, begin + query[found]] = True
     within = within[:, :measured].cummax(dim=0).values
-    return within.double().mean(dim=1).tolist()
+    return within.double().mean(dim=1).tolist(), measured
 
 
 def choose_num_steps(shares: List[float], min_gain: float = 0.05) -> int:
@@ -115,10 +138,12 @@ def choose_num_steps(shares: List[float], min_gain: float = 0.05) -> int:
 
 def choose_rule_length(data: Any, max_steps: int = 5, min_gain: float = 0.05,
                        time_limit: Optional[float] = None,
-                       **kwargs) -> Tuple[int, List[float]]:
+                       num_queries: int = 2000, seed: int = 0,
+                       chunk_size: int = 256) -> RuleLength:
     r"""The rule length :math:`L \leq` :obj:`max_steps` that
     :func:`choose_num_steps` takes on :func:`reach_shares` measured to
-    :obj:`max_steps` edges, and the shares measured.  Each share is measured
+    :obj:`max_steps` edges, the shares measured and on how many queries
+    (:class:`RuleLength`).  Each share is measured
     only while it could change the choice: no further step once one added
     less than :obj:`min_gain`, or once less than :obj:`min_gain` of the
     answers is left unreached (on dense KGs the paths of 4 or 5 edges are
@@ -132,10 +157,14 @@ def choose_rule_length(data: Any, max_steps: int = 5, min_gain: float = 0.05,
             (default: :obj:`0.05`)
         time_limit (float, optional): Seconds for all the measuring: each
             length measured on the queries that fit in what is left of it
-            (at least :obj:`chunk_size`; a hub makes each query's paths
+            (at least :data:`MIN_QUERIES`; a hub makes each query's paths
             many). (default: :obj:`None`, all :obj:`num_queries`)
-        **kwargs: :func:`reach_shares`'s :obj:`num_queries`, :obj:`seed`,
-            :obj:`chunk_size`.
+        num_queries (int, optional): As in :func:`reach_shares`.
+            (default: :obj:`2000`)
+        seed (int, optional): As in :func:`reach_shares`. (default:
+            :obj:`0`)
+        chunk_size (int, optional): As in :func:`reach_shares`.
+            (default: :obj:`256`)
     """
     if max_steps < 2:
         raise ValueError(f"'max_steps' must be at least 2, got {max_steps}")
@@ -143,12 +172,13 @@ def choose_rule_length(data: Any, max_steps: int = 5, min_gain: float = 0.05,
         time.perf_counter() + time_limit
     steps = 2
     while True:
-        shares = reach_shares(data, max_steps=steps, deadline=deadline,
-                              **kwargs)
+        shares, measured = _reach(data, steps, num_queries, seed, chunk_size,
+                                  deadline)
         L = choose_num_steps(shares, min_gain)
         if L < steps or steps == max_steps or 1 - shares[-1] < min_gain:
-            return L, shares
+            return RuleLength(L, shares, measured)
         steps += 1
 
 
-__all__ = ['reach_shares', 'choose_num_steps', 'choose_rule_length']
+__all__ = ['MIN_QUERIES', 'RuleLength', 'reach_shares', 'choose_num_steps',
+           'choose_rule_length']

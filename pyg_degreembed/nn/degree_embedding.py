@@ -1,3 +1,5 @@
+import math
+import weakref
 from contextlib import contextmanager
 from typing import Any, Dict, Optional, Tuple
 
@@ -14,6 +16,15 @@ from pyg_degreembed.data.kg import (MAX_CHANNELS, check_at_most,
 from pyg_degreembed.data.resolve import resolve_graph
 from pyg_degreembed.data.typed_graph import SourceWeights, TypedGraph
 from pyg_degreembed.nn.trie_lstm import TrieLSTM
+
+
+#: The trie nodes (both directions) that one call of the degree embedding
+#: reads at once at most, about: above it, the sets are embedded in parts
+#: and a training step gives gradients to a sample of them (see
+#: :attr:`DegreeEmbedding.history`).  A node keeps :math:`7d`
+#: floats for the backward pass (0.9 GB for this many at :math:`d = 128`);
+#: FB15k-237's batches read about 160k.
+MAX_TRIE_NODES = 2 ** 18
 
 
 class DegreeEmbedding(Module):
@@ -90,6 +101,7 @@ class DegreeEmbedding(Module):
         self.lstm = LSTM(embedding_dim, hidden_channels, batch_first=True,
                          bidirectional=True)
         self.lin = Linear(2 * hidden_channels, num_edge_types)
+        self._history: Tuple[Any, Optional[Tensor]] = (None, None)
         self.reset_parameters()
 
     def reset_parameters(self):
@@ -327,7 +339,7 @@ class DegreeEmbedding(Module):
         device = degree.tokens.device
         sets = torch.arange(U, device=device) if nodes is None else \
             torch.unique(degree.index[nodes])
-        hidden = F.dropout(self.embed_sets(degree, sets, changed),
+        hidden = F.dropout(self._embed_bounded(degree, sets, changed),
                            self.dropout, self.training)
         rho = torch.softmax(self.lin(hidden), dim=-1)
         table, rest = rho[:sets.numel()], rho[sets.numel():]
@@ -340,6 +352,64 @@ class DegreeEmbedding(Module):
             table = torch.cat([table, table.new_zeros(1, table.size(1))])
             index = row[index]
         return SourceWeights(torch.cat([table, rest]), index)
+
+    def _embed_bounded(self, degree: DegreeSets, sets: Tensor,
+                       changed: Optional[Tuple[Tensor, Tensor, Tensor]]
+                       ) -> Tensor:
+        r""":meth:`embed_sets` in bounded memory: where :obj:`sets` lead to
+        more than :data:`MAX_TRIE_NODES` trie nodes (about, counted as
+        their share of both tries), in parts of about that many without
+        gradients, and in training only a random sample of that size with
+        gradients, the others reading their last embedding
+        (:attr:`history`, GNNAutoScale's historical embeddings): a step's
+        memory and time are then independent of the number of sets."""
+        tries = degree.forward_trie.token.numel() + \
+            degree.backward_trie.token.numel()
+        U, S = degree.tokens.size(0), sets.numel()
+        parts = max(math.ceil(tries * S / max(U, 1) / MAX_TRIE_NODES), 1)
+        if parts == 1:
+            return self.embed_sets(degree, sets, changed)
+        size = math.ceil(S / parts)
+        if not torch.is_grad_enabled():
+            return torch.cat([self.embed_sets(degree, part) for part in
+                              sets.split(size)] +
+                             ([self.embed_sets(degree, sets[:0], changed)]
+                              if changed is not None else []))
+        last, table = self._history
+        if last is None or last() is not degree.tokens or table is None:
+            with torch.no_grad():
+                table = self._embed_bounded(degree, torch.arange(
+                    U, device=sets.device), None)
+            self._history = (weakref.ref(degree.tokens), table)
+        position = torch.randperm(S, device=sets.device)[:size]
+        fresh = self.embed_sets(degree, sets[position], changed)
+        table[sets[position]] = fresh[:size].detach()
+        return torch.cat([table[sets].index_copy(0, position, fresh[:size]),
+                          fresh[size:]])
+
+    @property
+    def history(self) -> Optional[Tensor]:
+        r"""The last embedding :math:`\mathbf{H}` of every degree-type set
+        of the graph trained on last, where its sets lead to more than
+        :data:`MAX_TRIE_NODES` trie nodes: a training step then embeds a
+        random sample of the sets it reads with gradients (about that many
+        nodes) and writes them here, and the other sets read their row
+        (GNNAutoScale's historical embeddings, Fey et al., 2021), so that a
+        step's memory and time do not grow with the graph.  Computed for
+        all sets (without gradients) at the first such step after
+        :meth:`train` or :meth:`eval`; :obj:`None` before."""
+        return self._history[1]
+
+    def train(self, mode: bool = True) -> 'DegreeEmbedding':
+        self._history = (None, None)
+        return super().train(mode)
+
+    def __getstate__(self):
+        # The history is per graph and process: not pickled (deepcopy,
+        # torch.save of the module).
+        state = super().__getstate__()
+        state['_history'] = (None, None)
+        return state
 
     def config(self) -> dict:
         r"""The constructor arguments, to rebuild the layer (:obj:`dropout`

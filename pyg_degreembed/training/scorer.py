@@ -124,8 +124,13 @@ def relation_choice(options: Sequence[Ranks], num_relations: int) -> Tensor:
 
     so that a relation with a handful of validation queries does not leave
     the ranking that is better overall on the strength of one or two of
-    them; relations without validation queries take the one with the best
-    MRR over all queries.
+    them.  The ranking chosen overall is :func:`preferred_choice`'s (the
+    first unless another is better beyond noise); where another has the
+    better MRR over all queries but within noise, every ranking is shrunk
+    towards the chosen one's :math:`\bar{m}` instead (on a few validation
+    triples, as a large KG's choice ranks, a lead within noise would
+    otherwise carry every relation).  Relations without validation queries
+    take the ranking chosen overall.
 
     Args:
         options (Sequence[Ranks]): Rankings of the same validation queries
@@ -142,10 +147,13 @@ def relation_choice(options: Sequence[Ranks], num_relations: int) -> Tensor:
         for ranks in options])
     count = torch.bincount(query, minlength=K)
     overall = total.sum(dim=1, keepdim=True) / max(query.numel(), 1)
+    chosen = preferred_choice(options)
+    prior = overall if int(overall.argmax()) == chosen else \
+        overall[chosen].expand_as(overall)
     # argmax returns the first of equal maxima.
-    return torch.where(count > 0, ((total + PRIOR_QUERIES * overall) /
+    return torch.where(count > 0, ((total + PRIOR_QUERIES * prior) /
                                    (count + PRIOR_QUERIES)).argmax(dim=0),
-                       overall.argmax())
+                       chosen)
 
 
 #: The values of :math:`u` (the confidences' unseen groundings, see
@@ -322,8 +330,9 @@ def choose_scorer(model: Module, data: Any, num_steps: int,
             (default: :obj:`None`: counted here, exactly)
         deadline (float, optional): A :func:`time.perf_counter` reading by
             which the choice should be made: the validation triples are
-            ranked in a seeded random order, in parts of 256 growing as
-            the pace allows, until it has passed (at least 256), and the
+            ranked in a seeded random order, in parts growing as the pace
+            allows, until it has passed (at least
+            :data:`MIN_CHOICE_TRIPLES`), and the
             choice is made on those; with several aggregations, :math:`u`
             is chosen on those ranked by half the time left, the
             aggregation on the first of them ranked by the deadline.
@@ -491,9 +500,12 @@ def describe(aggregation: Aggregation) -> str:
 
 
 #: The validation triples the choice ranks however close its deadline: the
-#: first part of :func:`_rank_until` (small, so that a large KG's ranking
-#: keeps to the budget; the parts double while the time allows).
-MIN_CHOICE_TRIPLES = 32
+#: first part of :func:`_rank_until`, whose pace sizes the next (the parts
+#: double while the time allows).  Small, so that the choice keeps to its
+#: share where one triple costs seconds (on the 1M-triple synthetic KG of
+#: :obj:`benchmarks/scale_end_to_end.py`, ranking one validation triple
+#: against all entities with 100k path rules takes about 20 s).
+MIN_CHOICE_TRIPLES = 2
 
 
 def _rank_until(model: Module, data: Any, triples: Tensor,
