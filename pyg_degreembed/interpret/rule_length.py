@@ -22,11 +22,13 @@ from pyg_degreembed.data.kg import (check_positive_ints, query_edges,
 from pyg_degreembed.data.ragged import (find_sorted, outside_ranges,
                                         ragged_arange)
 from pyg_degreembed.data.resolve import resolve_graph
-from pyg_degreembed.interpret.paths import expand_paths
+from pyg_degreembed.interpret.paths import expand_paths, walk_chunks
 
 
-#: The most (query, edge) rows one part of :func:`reach_shares` expands:
-#: its queries are at most this over the graph's edges.
+#: The most rows one part of :func:`reach_shares` expands: its queries'
+#: walks of the lengths it follows add up to at most this
+#: (:func:`~pyg_degreembed.interpret.paths.walk_chunks`; a hub's query is a
+#: part of its own).
 EXPANSION_ROWS = 1 << 24
 #: The queries :func:`reach_shares` measures however close its deadline (a
 #: large graph's set-up can take the whole time: on a 10M-triple KG the
@@ -53,8 +55,8 @@ def reach_shares(data: Any, max_steps: int = 3, num_queries: int = 2000,
     :math:`1, \ldots,` :obj:`max_steps` edges of the head in the observed
     graph without the query's own edge and its inverse.  With
     :obj:`deadline` (a :func:`time.perf_counter` reading), the queries are
-    measured in parts of :obj:`chunk_size` (at most
-    :data:`EXPANSION_ROWS` over the number of edges) until it has passed (at
+    measured in parts of at most :obj:`chunk_size` (and
+    :data:`EXPANSION_ROWS` walks) until it has passed (at
     least :data:`MIN_QUERIES`), and the shares are those of the queries
     measured.
 
@@ -86,16 +88,16 @@ def _reach(data: Any, max_steps: int, num_queries: int, seed: int,
                          device=graph.device)
     N = graph.num_nodes
     measured = queries.size(1)
-    # Where hubs let every query reach most of the graph, a query's
-    # expansion touches every edge: at most EXPANSION_ROWS in a part.
-    chunk_size = min(chunk_size, max(1, EXPANSION_ROWS //
-                                     max(graph.edge_src.numel(), 1)))
-    for begin in range(0, queries.size(1), chunk_size):
+    # Hubs' queries reach much of the graph: parts of at most
+    # EXPANSION_ROWS walks.
+    for begin, end in walk_chunks(graph, queries[0], max_steps - 1,
+                                  chunk_size, max_walks=EXPANSION_ROWS,
+                                  max_total=None):
         if deadline is not None and begin >= MIN_QUERIES and \
                 time.perf_counter() >= deadline:
             measured = begin
             break
-        h, q, t = queries[:, begin:begin + chunk_size]
+        h, q, t = queries[:, begin:end]
         removed = graph.edge_range(*query_edges(h, q, t, R)[:3])
         # The entities reached in exactly l < L steps, by expansion ...
         walk = torch.arange(h.numel(), device=graph.device)
