@@ -217,3 +217,47 @@ def test_processes_on_one_machine_probe_their_share_of_its_memory(
     monkeypatch.setenv('LOCAL_WORLD_SIZE', '2')
     with pytest.raises(budget.ResourceError, match='in 2 processes'):
         budget.training_batch(model, data, 64)
+
+
+def test_memory_probes_double_while_the_next_fits(monkeypatch):
+    # training_bytes probes 1, 2, 4, ... queries up to min(batch, 32) while
+    # PROBE_MARGIN times the next probe's bytes, scaled from the last, fit
+    # in the memory available; the estimate scales the last probe.
+    from conftest import chain_kg
+    from pyg_degreembed import RuleReasoner
+    from pyg_degreembed.data.kg import split_triples
+    from pyg_degreembed.evaluation.ranks import both_directions
+    from pyg_degreembed.training import budget
+    data = chain_kg()
+    model = RuleReasoner(data.num_relations, num_steps=2, embedding_dim=4,
+                         hidden_channels=4)
+    graph = model.graph(data)
+    queries = both_directions(split_triples(data, 'train'),
+                              data.num_relations)
+    sizes, score = [], model.score
+
+    def counted(graph, head, *rest):
+        sizes.append(head.numel())
+        return score(graph, head, *rest)
+
+    monkeypatch.setattr(model, 'score', counted)
+    params = sum(p.numel() * p.element_size() for p in model.parameters())
+
+    def estimate(available, batch):
+        sizes.clear()
+        monkeypatch.setattr(budget, 'available_memory', lambda: available)
+        return budget.training_bytes(model, graph, queries, batch)
+
+    unlimited = estimate(None, 128)
+    assert sizes == [1, 2, 4, 8, 16, 32]
+    assert estimate(None, 3) and sizes == [1, 2, 3]
+    one = estimate(1, 128)  # no room for a second probe
+    assert sizes == [1]
+    saved_one = (one - budget.PARAMETER_COPIES * params) // (2 * 128)
+    assert saved_one > 0
+    # Room for the probe of 2 (scaled from 1) but not beyond it (scaled
+    # from 2): exactly the margin's bytes.
+    estimate(budget.PROBE_MARGIN * saved_one * 2, 128)
+    assert sizes == [1, 2]
+    assert unlimited - budget.PARAMETER_COPIES * params < \
+        2 * saved_one * 128  # the queries' reach overlaps
