@@ -375,6 +375,8 @@ class DegreeEmbedding(Module):
                               sets.split(size)] +
                              ([self.embed_sets(degree, sets[:0], changed)]
                               if changed is not None else []))
+        if not self.training:  # gradients asked for outside training
+            return self.embed_sets(degree, sets, changed)
         last, table = self._history
         if last is None or last() is not degree.tokens or table is None:
             with torch.no_grad():

@@ -102,24 +102,15 @@ PARAMETER_COPIES = 5
 
 #: The most training queries :func:`training_bytes` runs a probe step on.
 PROBE_QUERIES = 32
-#: How many times the tensors a probe of :func:`training_bytes` is expected
-#: to save (those of the last, scaled) must fit in the memory available for
-#: it to run: its forward pass holds more than it saves at its peak, and the
-#: saved bytes may grow faster than the queries (a 10M-triple KG's probe of
-#: 32 queries, run directly, was killed for memory).
-PROBE_MARGIN = 2.
 
 
 def training_bytes(model, graph, queries, batch_size: int) -> int:
     r"""The memory :func:`~pyg_degreembed.fit` needs for :obj:`model`:
     :data:`PARAMETER_COPIES` copies of its parameters and the tensors a
     step of :obj:`batch_size` queries saves for its backward pass, twice
-    (its gradients): measured on the first :math:`b` of :obj:`queries`
-    :obj:`(head, relation, tail)` and scaled by batch / :math:`b`, where
-    :math:`b` doubles from 1 up to :math:`\min(` batch,
-    :data:`PROBE_QUERIES` :math:`)` while :data:`PROBE_MARGIN` times the
-    next probe's bytes, scaled from the last, fit in
-    :func:`available_memory`."""
+    (its gradients): measured on the first :math:`b = \min(` batch,
+    :data:`PROBE_QUERIES` :math:`)` of :obj:`queries` :obj:`(head,
+    relation, tail)` and scaled by batch / :math:`b`."""
     own = {p.untyped_storage().data_ptr() for p in model.parameters()}
 
     def saved_by(size: int) -> int:
@@ -137,19 +128,12 @@ def training_bytes(model, graph, queries, batch_size: int) -> int:
 
     # Measured on up to PROBE_QUERIES queries and scaled to the batch: the
     # saved bytes per query fall as the batch grows (the queries' reachable
-    # sets overlap), so the scaled probe lies above them. The probes double
-    # while the next one, scaled from the last, fits with a margin.
-    available = available_memory()
-    probe, saved = 1, saved_by(1)
-    while probe < min(batch_size, PROBE_QUERIES):
-        larger = min(2 * probe, batch_size, PROBE_QUERIES)
-        if available is not None and \
-                PROBE_MARGIN * saved * larger / probe > available:
-            break
-        probe, saved = larger, saved_by(larger)
+    # sets overlap), so the scaled probe lies above them.
+    probe = min(batch_size, PROBE_QUERIES)
     params = sum(p.numel() * p.element_size() for p in model.parameters())
     # The backward pass holds gradients of about the size of what it reads.
-    return PARAMETER_COPIES * params + 2 * saved * batch_size // probe
+    return PARAMETER_COPIES * params + \
+        2 * saved_by(probe) * batch_size // probe
 
 
 def training_batch(model, data, batch_size: int,
