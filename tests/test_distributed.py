@@ -9,7 +9,7 @@ from torch_geometric import seed_everything
 from pyg_degreembed import (AppliedRules, DegreEmbedReasoner, compute_ranks,
                             fit)
 from pyg_degreembed.data.kg import split_triples
-from pyg_degreembed.training.scorer import UnseenChoices
+from pyg_degreembed.training.scorer import MIN_CHOICE_TRIPLES, UnseenChoices
 
 sys.path.insert(0, os.path.dirname(__file__))
 from conftest import chain_kg  # noqa: E402
@@ -149,7 +149,7 @@ def choice_worker(process, world_size, out_dir):
     seed_everything(1)
     model = DegreEmbedReasoner(data.num_relations, embedding_dim=8,
                                hidden_channels=8)
-    choice = choose_scorer(model, data, 2, deadline=time.perf_counter() + 3.,
+    choice = choose_scorer(model, data, 2, deadline=time.perf_counter() + 6.,
                            unseen=(5., 200.), seed=0)
     torch.save([r.ranks['realistic'] for r in choice.valid_ranks],
                os.path.join(out_dir, f'choice{process}.pt'))
@@ -167,7 +167,7 @@ def test_a_deadline_bound_choice_ranks_the_same_triples_in_each_process(
                      for p in range(2))
     assert all(torch.equal(a, b) for a, b in zip(first, second))
     # More than the first part, fewer than all 2,038 triples (both ways).
-    assert 2 * 32 < first[0].numel() < 2 * 2038
+    assert 2 * MIN_CHOICE_TRIPLES < first[0].numel() < 2 * 2038
 
 
 def batch_worker(process, world_size, out_dir):
