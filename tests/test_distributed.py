@@ -183,9 +183,9 @@ def batch_worker(process, world_size, out_dir):
         start = time.time()
         time.sleep(0.2)
         probes.append((start, time.time()))
-        return 10**6 * batch_size
+        return lambda batch: 10**6 * batch
 
-    budget.training_bytes = probe
+    budget.training_estimate = probe
     # Process 1 sees less memory free than process 0.
     budget.available_memory = lambda: (40 - 20 * process) * 10**6
     data = chain_kg()
@@ -207,4 +207,4 @@ def test_processes_probe_the_memory_in_turn_and_agree_on_the_batch(tmp_path):
     assert all(a_end <= b_start or b_end <= a_start
                for a_start, a_end in first['probes']
                for b_start, b_end in second['probes'])
-    assert len(first['probes']) == 3  # 64 and 16 of its own, then 8
+    assert len(first['probes']) == 1  # its share of 128

@@ -130,9 +130,9 @@ def test_the_default_batch_is_halved_to_fit_the_memory(
             '--scorer', 'model', '--checkpoint', checkpoint, '--no-progress']
 
     def per_query_megabyte(model, graph, queries, batch_size):
-        return 10**6 * batch_size
+        return lambda batch: 10**6 * batch
 
-    monkeypatch.setattr(budget, 'training_bytes', per_query_megabyte)
+    monkeypatch.setattr(budget, 'training_estimate', per_query_megabyte)
     monkeypatch.setattr(budget, 'available_memory', lambda: 40 * 10**6)
     assert main(argv) == 0
     assert 'batch size 32 (the default 128 does not fit the memory' in \
@@ -143,19 +143,19 @@ def test_the_default_batch_is_halved_to_fit_the_memory(
     one_line_error(capsys, argv + ['--batch-size', '64', '--overwrite'],
                    'Training with batch_size=64 and num_steps=')
 
-    # A smaller batch's probe that needs more than the scaled estimate
-    # (2 MB per query below 128): halved again until the probe fits.
+    # Smaller batches that need more per query than the batch asked for
+    # (2 MB per query below 128): halved until the estimate fits.
     def steeper(model, graph, queries, batch_size):
-        return 10**6 * batch_size * (1 if batch_size == 128 else 2)
+        return lambda batch: 10**6 * batch * (1 if batch == 128 else 2)
 
-    monkeypatch.setattr(budget, 'training_bytes', steeper)
+    monkeypatch.setattr(budget, 'training_estimate', steeper)
     assert main(argv + ['--overwrite']) == 0
     assert 'batch size 16 (the default 128' in capsys.readouterr().out
 
     # Mining leaves less memory than the batch was chosen with: probed
     # again after it, and halved.
     from pyg_degreembed.cli import train as train_command
-    monkeypatch.setattr(budget, 'training_bytes', per_query_megabyte)
+    monkeypatch.setattr(budget, 'training_estimate', per_query_megabyte)
     real_mining = train_command.mine_counts
 
     def mining_takes_memory(*args, **kwargs):
@@ -175,10 +175,10 @@ def test_the_default_batch_is_halved_to_fit_the_memory(
 def test_processes_on_one_machine_probe_their_share_of_its_memory(
         monkeypatch):
     # Under torchrun with 2 processes on one machine each takes every other
-    # query of a batch: it probes its share (64 of 128, then 16 of 32) and
-    # sizes the batch to its half of the memory (20 of 40 MB at 1 MB per
-    # query: a share of 16 fits 0.9 x 20 MB); alone, it probes the whole
-    # batch against all of it.
+    # query of a batch: it probes its share (64 of 128) and sizes the batch
+    # to its half of the memory (20 of 40 MB at 1 MB per query: a share of
+    # 16 fits 0.9 x 20 MB); alone, it probes the whole batch against all
+    # of it.
     from conftest import chain_kg
     from pyg_degreembed import RuleReasoner
     from pyg_degreembed.training import budget, distributed
@@ -186,15 +186,15 @@ def test_processes_on_one_machine_probe_their_share_of_its_memory(
 
     def per_query_megabyte(model, graph, queries, batch_size):
         probes.append(batch_size)
-        return 10**6 * batch_size
+        return lambda batch: 10**6 * batch
 
-    monkeypatch.setattr(budget, 'training_bytes', per_query_megabyte)
+    monkeypatch.setattr(budget, 'training_estimate', per_query_megabyte)
     monkeypatch.setattr(budget, 'available_memory', lambda: 40 * 10**6)
     data = chain_kg()
     model = RuleReasoner(data.num_relations, num_steps=2, embedding_dim=4,
                          hidden_channels=4)  # 4 kB of parameters
     assert budget.training_batch(model, data, 128, automatic=True) == 32
-    assert probes == [128, 32]
+    assert probes == [128]
     probes.clear()
     monkeypatch.setattr(distributed, 'world', lambda: (2, 0))
     # (The turns and the minimum over processes: tests/test_distributed.py.)
@@ -203,13 +203,14 @@ def test_processes_on_one_machine_probe_their_share_of_its_memory(
                         lambda value, reduction='sum': value)
     monkeypatch.setenv('LOCAL_WORLD_SIZE', '2')
     assert budget.training_batch(model, data, 128, automatic=True) == 32
-    assert probes == [64, 16]
+    assert probes == [64]
     # 30 MB: alone 16 (16 MB of 27); two processes 16 as well (8 MB each of
-    # 13.5), each probing 8; on two machines (one process each), 32.
+    # 13.5), each probing its share of 128; on two machines (one process
+    # each), 32.
     monkeypatch.setattr(budget, 'available_memory', lambda: 30 * 10**6)
     probes.clear()
     assert budget.training_batch(model, data, 128, automatic=True) == 16
-    assert probes[-1] == 8
+    assert probes == [64]
     monkeypatch.setenv('LOCAL_WORLD_SIZE', '1')
     assert budget.training_batch(model, data, 128, automatic=True) == 32
     # An explicit batch that does not fit all the processes' shares is

@@ -359,8 +359,9 @@ class DegreeEmbedding(Module):
         r""":meth:`embed_sets` in bounded memory: where :obj:`sets` lead to
         more than :data:`MAX_TRIE_NODES` trie nodes (about, counted as
         their share of both tries), in parts of about that many without
-        gradients, and in training only a random sample of that size with
-        gradients, the others reading their last embedding
+        gradients, and in training only a random sample of at most that
+        many nodes (:func:`_sample_size`) with gradients, the others reading
+        their last embedding
         (:attr:`history`, GNNAutoScale's historical embeddings): a step's
         memory and time are then independent of the number of sets."""
         tries = degree.forward_trie.token.numel() + \
@@ -377,6 +378,7 @@ class DegreeEmbedding(Module):
                               if changed is not None else []))
         if not self.training:  # gradients asked for outside training
             return self.embed_sets(degree, sets, changed)
+        size = _sample_size(degree, sets)
         last, table = self._history
         if last is None or last() is not degree.tokens or table is None:
             with torch.no_grad():
@@ -447,6 +449,17 @@ def _ieee_float32_rnn():
         yield
     finally:
         setattr(owner, name, before)
+
+
+def _sample_size(degree: DegreeSets, sets: Tensor) -> int:
+    r"""How many of :obj:`sets` a training step embeds with gradients:
+    :data:`MAX_TRIE_NODES` over twice their mean length.  A random sample
+    shares few prefixes, so each set may need as many nodes of each trie
+    as it has tokens (sized as a share of the tries instead, a sample at
+    10M triples led to twice the nodes aimed at)."""
+    mean_length = float(degree.lengths[sets].float().mean())
+    return min(max(int(MAX_TRIE_NODES / (2 * max(mean_length, 1.))), 1),
+               sets.numel())
 
 
 def _needed_nodes(trie: PrefixTrie, sets: Tensor):

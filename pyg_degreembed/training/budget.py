@@ -7,15 +7,15 @@ that says how much it needs, instead of being killed by the system later.
   :obj:`ulimit -v` where one is set).
 * :func:`parameter_bytes`: a model's parameters, counted on PyTorch's
   :obj:`meta` device (nothing is allocated).
-* :func:`training_bytes`: parameters, gradients, optimizer state, best
+* :func:`training_estimate`: parameters, gradients, optimizer state, best
   weights, and the tensors one training step keeps for its backward pass,
-  measured on probes of up to :data:`PROBE_QUERIES` queries
+  measured on probes of 1, 2, 4, ... up to :data:`PROBE_QUERIES` queries
   (:class:`torch.autograd.graph.saved_tensors_hooks`), extended to the
   batch and doubled for the gradients of the backward pass (an upper
   estimate: the peak a step reaches is below it).
 """
 import os
-from typing import Callable, Optional, Tuple
+from typing import Callable, List, Optional, Tuple
 
 import torch
 
@@ -100,46 +100,88 @@ def parameter_bytes(build: Callable[[], torch.nn.Module]) -> int:
 PARAMETER_COPIES = 5
 
 
-#: The most training queries :func:`training_bytes` runs a probe step on.
+#: The most training queries :func:`training_estimate` runs a probe step on.
 PROBE_QUERIES = 32
+#: How many times a probe's expected saved bytes must fit in the memory
+#: available for it to run: its forward pass holds more than it saves at
+#: its peak.
+PROBE_MARGIN = 2.
 
 
-def training_bytes(model, graph, queries, batch_size: int) -> int:
-    r"""The memory :func:`~pyg_degreembed.fit` needs for :obj:`model`:
+def _extended(probes: List[Tuple[int, int]], size: int) -> float:
+    # The saved bytes of `size` queries: the smallest probe (query count,
+    # bytes) of at least that many queries, else the last probe scaled by
+    # the queries.  The bytes per query fall as the queries grow (their
+    # reachable sets overlap): scaled, the last probe lies above them (a
+    # line through the last two probes need not: on Family at L = 4 it
+    # falls short of 64 queries by 4 %).
+    above = [saved for queries, saved in probes if queries >= size]
+    if above:
+        return min(above)
+    queries, saved = probes[-1]
+    return saved * size / queries
+
+
+def _not_unpacked(packed):
+    raise RuntimeError('a memory probe has no backward pass')
+
+
+def training_estimate(model, graph, queries,
+                      batch_size: int) -> Callable[[int], int]:
+    r"""The memory :func:`~pyg_degreembed.fit` needs for :obj:`model`, as a
+    function of the batch size up to :obj:`batch_size`:
     :data:`PARAMETER_COPIES` copies of its parameters and the tensors a
-    step of :obj:`batch_size` queries saves for its backward pass, twice
-    (its gradients): measured on the first :math:`b = \min(` batch,
-    :data:`PROBE_QUERIES` :math:`)` of :obj:`queries` :obj:`(head,
-    relation, tail)` and scaled by batch / :math:`b`."""
+    step of that many queries saves for its backward pass, twice (its
+    gradients).  Those are measured on probe steps of the first
+    :math:`b` of :obj:`queries` :obj:`(head, relation, tail)`, :math:`b`
+    doubling from 1 up to :math:`\min(` batch, :data:`PROBE_QUERIES`
+    :math:`)` while :data:`PROBE_MARGIN` times the next probe's bytes fit in
+    :func:`available_memory`: a batch reads the smallest probe at least
+    its size, or the last probe scaled by the batch beyond them (an upper
+    estimate: the bytes per query fall as the batch grows).  The probes
+    hand their memory back to the system
+    (:func:`~pyg_degreembed.training.runtime.freed_memory_returned`)."""
+    from pyg_degreembed.training.runtime import freed_memory_returned
     own = {p.untyped_storage().data_ptr() for p in model.parameters()}
 
     def saved_by(size: int) -> int:
         storages = {}
 
         def pack(tensor):
+            # Held here until the probe ends, as a backward pass would hold
+            # them (their memory is not reused within the forward pass),
+            # and not returned: what the hook returns outlives the forward
+            # pass (a custom autograd function's saved tensors: 4 GB per
+            # probe of 32 queries on a 1M-triple KG).
             storage = tensor.untyped_storage()
             if storage.data_ptr() not in own:
-                storages[storage.data_ptr()] = storage.nbytes()
-            return tensor
+                storages[storage.data_ptr()] = storage
+            return None
 
-        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        with torch.autograd.graph.saved_tensors_hooks(pack, _not_unpacked):
             model.score(graph, *(q[:size] for q in queries))
-        return sum(storages.values())
+        return sum(storage.nbytes() for storage in storages.values())
 
-    # Measured on up to PROBE_QUERIES queries and scaled to the batch: the
-    # saved bytes per query fall as the batch grows (the queries' reachable
-    # sets overlap), so the scaled probe lies above them.
-    probe = min(batch_size, PROBE_QUERIES)
+    target = min(batch_size, PROBE_QUERIES)
+    with freed_memory_returned():
+        probes = [(1, saved_by(1))]
+        while probes[-1][0] < target:
+            size = min(2 * probes[-1][0], target)
+            available = available_memory()
+            if available is not None and \
+                    PROBE_MARGIN * _extended(probes, size) > available:
+                break
+            probes.append((size, saved_by(size)))
     params = sum(p.numel() * p.element_size() for p in model.parameters())
     # The backward pass holds gradients of about the size of what it reads.
-    return PARAMETER_COPIES * params + \
-        2 * saved_by(probe) * batch_size // probe
+    return lambda batch: PARAMETER_COPIES * params + \
+        int(2 * _extended(probes, batch))
 
 
 def training_batch(model, data, batch_size: int,
                    automatic: bool = False) -> int:
     r"""The batch size a training run of :obj:`model` on :obj:`data` can
-    take, checked before any work (:func:`training_bytes` on the KG's
+    take, checked before any work (:func:`training_estimate` on the KG's
     training queries): :obj:`batch_size` where it fits; with
     :obj:`automatic`, else the largest power of two below it that fits.
     Raises :class:`ResourceError` where none does (or, without
@@ -169,40 +211,24 @@ def training_batch(model, data, batch_size: int,
         available = available_memory()
         return None if available is None else available // local
 
-    def choose() -> Tuple[int, int]:  # the batch and its bytes here
-        needed = training_bytes(model, graph, queries, share(batch_size))
+    def choose() -> Tuple[int, Callable[[int], int]]:
+        # The batch and the memory estimate of this process's share; the
+        # memory available measured after the probes (the graph and its
+        # degree sets now built).
+        estimate = training_estimate(model, graph, queries,
+                                     share(batch_size))
         chosen = batch_size
-        if not automatic:
-            return chosen, needed
-        # The estimate is the parameters' copies and a part in proportion
-        # to the batch (one probe, scaled); the memory available measured
-        # after it (the graph and its degree sets now built).
-        fixed = PARAMETER_COPIES * sum(p.numel() * p.element_size()
-                                       for p in model.parameters())
-        per_query = (needed - fixed) / share(batch_size)
         available = available_here()
-        while available is not None and chosen > 1 and \
-                fixed + per_query * share(chosen) > 0.9 * available:
+        while automatic and available is not None and chosen > 1 and \
+                estimate(share(chosen)) > 0.9 * available:
             chosen = 1 << ((chosen - 1).bit_length() - 1)  # the power below
-        # Probed again (small batches differ), halved while the probe does
-        # not fit.
-        while chosen != batch_size:
-            needed = training_bytes(model, graph, queries, share(chosen))
-            available = available_here()
-            if chosen == 1 or available is None or needed <= available:
-                break
-            chosen //= 2
-        return chosen, needed
+        return chosen, estimate
 
-    chosen, needed = one_at_a_time(choose)
-    smallest = int(all_reduce_number(chosen, 'min'))
-    if all_reduce_number(float(smallest != chosen), 'max'):
-        # Another process chose a smaller batch: probed again, in turn.
-        differs = smallest != chosen
-        chosen, needed = smallest, one_at_a_time(
-            lambda: training_bytes(model, graph, queries, share(smallest))
-            if differs else needed)
-    check_memory(needed * local, f'Training with batch_size={chosen} and '
+    chosen, estimate = one_at_a_time(choose)
+    # The processes take the smallest batch any chose.
+    chosen = int(all_reduce_number(chosen, 'min'))
+    check_memory(estimate(share(chosen)) * local,
+                 f'Training with batch_size={chosen} and '
                  f'num_steps={model.num_steps} on {kg.num_nodes} entities' +
                  (f' in {local} processes' if local > 1 else ''))
     return chosen

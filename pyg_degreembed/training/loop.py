@@ -19,7 +19,8 @@ from pyg_degreembed.data.kg import (all_triples, answer_types,
 from pyg_degreembed.evaluation.ranks import (Ranks, TrueAnswers,
                                              both_directions,
                                              rank_queries)
-from pyg_degreembed.training.budget import check_memory, training_bytes
+from pyg_degreembed.training.budget import (check_memory,
+                                            training_estimate)
 from pyg_degreembed.training.checkpoint import (FORMAT, CheckpointError,
                                                 check_kg, kg_fingerprint,
                                                 load_checkpoint, model_spec,
@@ -231,8 +232,8 @@ def fit(
     if run.kg.train_edge_type.numel() == 0:
         raise ValueError('The KG has no training triples')
     if device.type == 'cpu':
-        check_memory(training_bytes(model, run.graph, run.queries,
-                                    config.batch_size),
+        check_memory(training_estimate(model, run.graph, run.queries,
+                                       config.batch_size)(config.batch_size),
                      f'Training with batch_size={config.batch_size} and '
                      f'num_steps={model.num_steps} on {run.kg.num_nodes} '
                      'entities')

@@ -1,10 +1,27 @@
 r"""Process-wide settings that make training on large KGs faster on CPU."""
 import ctypes
 import ctypes.util
+from contextlib import contextmanager
+from typing import Optional
 
 # mallopt(3) parameters of glibc.
 _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
+#: glibc's smallest (and initial) mmap threshold: blocks above it are mapped
+#: on their own and returned to the system when freed.
+_DEFAULT_MMAP_THRESHOLD = 128 * 1024
+#: The threshold :func:`retain_freed_memory` set (:obj:`None` before).
+_retained_threshold: Optional[int] = None
+
+
+def _mallopt():
+    name = ctypes.util.find_library('c')
+    try:
+        mallopt = ctypes.CDLL(name).mallopt
+    except (OSError, AttributeError, TypeError):
+        return None
+    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+    return mallopt
 
 
 def retain_freed_memory(threshold: int = 2**31 - 1) -> bool:
@@ -27,16 +44,37 @@ def retain_freed_memory(threshold: int = 2**31 - 1) -> bool:
     Returns :obj:`True` if the C library is glibc and took the settings,
     :obj:`False` elsewhere (nothing is changed).
     """
-    name = ctypes.util.find_library('c')
-    try:
-        libc = ctypes.CDLL(name)
-        mallopt = libc.mallopt
-    except (OSError, AttributeError, TypeError):
+    global _retained_threshold
+    mallopt = _mallopt()
+    if mallopt is None or not (mallopt(_M_MMAP_THRESHOLD, threshold) and
+                               mallopt(_M_TRIM_THRESHOLD, threshold)):
         return False
-    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
-    return bool(
-        mallopt(_M_MMAP_THRESHOLD, threshold) and
-        mallopt(_M_TRIM_THRESHOLD, threshold))
+    _retained_threshold = threshold
+    return True
+
+
+@contextmanager
+def freed_memory_returned():
+    r"""Within the block, memory freed is handed back to the system again
+    where :func:`retain_freed_memory` was called (elsewhere nothing
+    changes): blocks above 128 KB are mapped on their own, as glibc does
+    by default.
+
+    For measurements that allocate more at each try (the memory probes of
+    :func:`~pyg_degreembed.training.budget.training_estimate`): with freed
+    blocks kept, a larger try cannot reuse the smaller ones it leaves, and
+    the tries' memory adds up (probes doubling from one query on a
+    1M-triple KG grew past 24 GB)."""
+    mallopt = _mallopt() if _retained_threshold is not None else None
+    if mallopt is None:
+        yield
+        return
+    mallopt(_M_MMAP_THRESHOLD, _DEFAULT_MMAP_THRESHOLD)
+    try:
+        yield
+    finally:
+        if _retained_threshold is not None:
+            mallopt(_M_MMAP_THRESHOLD, _retained_threshold)
 
 
 class _MallInfo2(ctypes.Structure):
