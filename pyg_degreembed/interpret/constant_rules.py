@@ -102,10 +102,14 @@ def constant_rule_counts(data, chunk_size: int = 65536,
     With :obj:`time_limit`, the queries are joined with their
     heads' edges in a seeded random order until the limit has passed (at
     least one chunk), and so past :data:`MAX_CONSTANT_KEYS` distinct rules:
-    the rules with a body are those of the queries joined, their support
-    scaled by all queries / queries joined (rounded; an unbiased
-    estimate), at most their body groundings; the body groundings and the
-    rules with an empty body stay exact.  With :obj:`min_support` above 1,
+    the rules with a body are those of the queries joined, counted on the
+    sample's scale as the sampled path rules are: their support on the
+    queries joined, their body groundings scaled by the share of the
+    queries joined (rounded, at least the support), so that :math:`u`
+    weighs the evidence the sample holds (the support scaled up instead
+    gives a rule met twice in a sample of 0.1 % of the queries the
+    confidence of one that holds for all its groundings).  The rules with
+    an empty body stay exact.  With :obj:`min_support` above 1,
     the queries whose (relation, answer) fewer than :obj:`min_support`
     queries share are not joined (no rule of theirs can reach it: a hub's
     inverse queries).  Memory:
@@ -174,10 +178,7 @@ def constant_rule_counts(data, chunk_size: int = 65536,
     answer, body = keys % N, keys // N
     body_node = body % (N + 1) - 1
     relation, body_type = body // (N + 1) // (K + 1), body // (N + 1) % (K + 1)
-    if joined < order.numel():  # (the queries pruned support none)
-        with_body = body_type < K
-        support[with_body] = torch.round(
-            support[with_body] * (order.numel() / joined)).long()
+    share = joined / max(order.numel(), 1)  # (pruned queries support none)
 
     # Groundings: pairs (x, c), x != c, whose body holds.
     groundings = torch.full_like(support, N - 1)
@@ -201,9 +202,10 @@ def constant_rule_counts(data, chunk_size: int = 65536,
     b, a = body_type[typed], answer[typed]
     groundings[typed] = heads[b] - has_type[a * K + b].long() - \
         single[b * N + a]
-    # A scaled support is an estimate: never above the exact groundings (a
-    # rare body met in the sample would otherwise get a confidence above 1).
-    support = torch.minimum(support, groundings)
+    if share < 1:  # the rules with a body counted on the sample's scale
+        with_body = body_type < K
+        groundings[with_body] = torch.maximum(torch.round(
+            groundings[with_body] * share).long(), support[with_body])
     return ConstantRuleCounts(relation, body_type, body_node, answer,
                               support, groundings)
 
