@@ -56,15 +56,14 @@ def _address_space_left() -> Optional[int]:
 
 def available_memory() -> Optional[int]:
     r"""Bytes the process may still allocate (:obj:`None` where the system
-    does not say): the system's available memory and the freed memory the
-    C allocator keeps for this process
-    (:func:`~pyg_degreembed.training.runtime.retained_free_bytes`), within
+    does not say): the system's available memory, once the freed memory
+    the C allocator keeps for this process is handed back to it
+    (:func:`~pyg_degreembed.training.runtime.trim_freed_memory`), within
     its address-space limit."""
-    from pyg_degreembed.training.runtime import retained_free_bytes
-    system = _meminfo_available()
-    if system is not None:
-        system += retained_free_bytes()
-    known = [b for b in (system, _address_space_left()) if b is not None]
+    from pyg_degreembed.training.runtime import trim_freed_memory
+    trim_freed_memory()
+    known = [b for b in (_meminfo_available(), _address_space_left())
+             if b is not None]
     return min(known) if known else None
 
 
@@ -138,10 +137,7 @@ def training_estimate(model, graph, queries,
     :math:`)` while :data:`PROBE_MARGIN` times the next probe's bytes fit in
     :func:`available_memory`: a batch reads the smallest probe at least
     its size, or the last probe scaled by the batch beyond them (an upper
-    estimate: the bytes per query fall as the batch grows).  The probes
-    hand their memory back to the system
-    (:func:`~pyg_degreembed.training.runtime.freed_memory_returned`)."""
-    from pyg_degreembed.training.runtime import freed_memory_returned
+    estimate: the bytes per query fall as the batch grows)."""
     own = {p.untyped_storage().data_ptr() for p in model.parameters()}
 
     def saved_by(size: int) -> int:
@@ -163,15 +159,14 @@ def training_estimate(model, graph, queries,
         return sum(storage.nbytes() for storage in storages.values())
 
     target = min(batch_size, PROBE_QUERIES)
-    with freed_memory_returned():
-        probes = [(1, saved_by(1))]
-        while probes[-1][0] < target:
-            size = min(2 * probes[-1][0], target)
-            available = available_memory()
-            if available is not None and \
-                    PROBE_MARGIN * _extended(probes, size) > available:
-                break
-            probes.append((size, saved_by(size)))
+    probes = [(1, saved_by(1))]
+    while probes[-1][0] < target:
+        size = min(2 * probes[-1][0], target)
+        available = available_memory()
+        if available is not None and \
+                PROBE_MARGIN * _extended(probes, size) > available:
+            break
+        probes.append((size, saved_by(size)))
     params = sum(p.numel() * p.element_size() for p in model.parameters())
     # The backward pass holds gradients of about the size of what it reads.
     return lambda batch: PARAMETER_COPIES * params + \

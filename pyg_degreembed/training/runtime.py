@@ -1,27 +1,10 @@
 r"""Process-wide settings that make training on large KGs faster on CPU."""
 import ctypes
 import ctypes.util
-from contextlib import contextmanager
-from typing import Optional
 
 # mallopt(3) parameters of glibc.
 _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
-#: glibc's smallest (and initial) mmap threshold: blocks above it are mapped
-#: on their own and returned to the system when freed.
-_DEFAULT_MMAP_THRESHOLD = 128 * 1024
-#: The threshold :func:`retain_freed_memory` set (:obj:`None` before).
-_retained_threshold: Optional[int] = None
-
-
-def _mallopt():
-    name = ctypes.util.find_library('c')
-    try:
-        mallopt = ctypes.CDLL(name).mallopt
-    except (OSError, AttributeError, TypeError):
-        return None
-    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
-    return mallopt
 
 
 def retain_freed_memory(threshold: int = 2**31 - 1) -> bool:
@@ -44,54 +27,33 @@ def retain_freed_memory(threshold: int = 2**31 - 1) -> bool:
     Returns :obj:`True` if the C library is glibc and took the settings,
     :obj:`False` elsewhere (nothing is changed).
     """
-    global _retained_threshold
-    mallopt = _mallopt()
-    if mallopt is None or not (mallopt(_M_MMAP_THRESHOLD, threshold) and
-                               mallopt(_M_TRIM_THRESHOLD, threshold)):
-        return False
-    _retained_threshold = threshold
-    return True
-
-
-@contextmanager
-def freed_memory_returned():
-    r"""Within the block, memory freed is handed back to the system again
-    where :func:`retain_freed_memory` was called (elsewhere nothing
-    changes): blocks above 128 KB are mapped on their own, as glibc does
-    by default.
-
-    For measurements that allocate more at each try (the memory probes of
-    :func:`~pyg_degreembed.training.budget.training_estimate`): with freed
-    blocks kept, a larger try cannot reuse the smaller ones it leaves, and
-    the tries' memory adds up (probes doubling from one query on a
-    1M-triple KG grew past 24 GB)."""
-    mallopt = _mallopt() if _retained_threshold is not None else None
-    if mallopt is None:
-        yield
-        return
-    mallopt(_M_MMAP_THRESHOLD, _DEFAULT_MMAP_THRESHOLD)
+    name = ctypes.util.find_library('c')
     try:
-        yield
-    finally:
-        if _retained_threshold is not None:
-            mallopt(_M_MMAP_THRESHOLD, _retained_threshold)
-
-
-class _MallInfo2(ctypes.Structure):
-    _fields_ = [(name, ctypes.c_size_t) for name in (
-        'arena', 'ordblks', 'smblks', 'hblks', 'hblkhd', 'usmblks',
-        'fsmblks', 'uordblks', 'fordblks', 'keepcost')]
-
-
-def retained_free_bytes() -> int:
-    r"""Bytes the C allocator holds freed for this process (glibc's
-    :obj:`mallinfo2().fordblks`; 0 where it cannot say): memory the
-    process can reuse though the system no longer counts it as available
-    (after :func:`retain_freed_memory`, all of a run's freed tensors)."""
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library('c'))
-        mallinfo2 = libc.mallinfo2
+        libc = ctypes.CDLL(name)
+        mallopt = libc.mallopt
     except (OSError, AttributeError, TypeError):
-        return 0
-    mallinfo2.restype = _MallInfo2
-    return int(mallinfo2().fordblks)
+        return False
+    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+    return bool(
+        mallopt(_M_MMAP_THRESHOLD, threshold) and
+        mallopt(_M_TRIM_THRESHOLD, threshold))
+
+
+def trim_freed_memory() -> bool:
+    r"""Hands the pages of the memory the C allocator holds freed back to
+    the system (glibc's :obj:`malloc_trim`), so that the system's count of
+    available memory is the whole story: after
+    :func:`retain_freed_memory` a run's freed tensors stay resident, and
+    their blocks, split among the live ones, need not fit what is allocated
+    next.  The blocks stay the allocator's: reused, their pages are faulted
+    in again.  Takes about 0.1 s for 5 GB of blocks.
+
+    Returns :obj:`True` if the C library is glibc (elsewhere nothing is
+    done)."""
+    try:
+        malloc_trim = ctypes.CDLL(ctypes.util.find_library('c')).malloc_trim
+    except (OSError, AttributeError, TypeError):
+        return False
+    malloc_trim.argtypes = [ctypes.c_size_t]
+    malloc_trim(0)
+    return True
