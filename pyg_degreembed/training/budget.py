@@ -8,11 +8,9 @@ that says how much it needs, instead of being killed by the system later.
 * :func:`parameter_bytes`: a model's parameters, counted on PyTorch's
   :obj:`meta` device (nothing is allocated).
 * :func:`training_estimate`: parameters, gradients, optimizer state, best
-  weights, and the tensors one training step keeps for its backward pass,
-  measured on probes of 1, 2, 4, ... up to :data:`PROBE_QUERIES` queries
-  (:class:`torch.autograd.graph.saved_tensors_hooks`), extended to the
-  batch and doubled for the gradients of the backward pass (an upper
-  estimate: the peak a step reaches is below it).
+  weights, and the peak of one training step, measured on probe steps of
+  1, 2, 4, ... up to :data:`PROBE_QUERIES` queries
+  (:func:`resident_peak`) and extended to the batch.
 """
 import os
 from typing import Callable, List, Optional, Tuple
@@ -101,16 +99,15 @@ PARAMETER_COPIES = 5
 
 #: The most training queries :func:`training_estimate` runs a probe step on.
 PROBE_QUERIES = 32
-#: How many times a probe's expected saved bytes must fit in the memory
-#: available for it to run: its forward pass holds more than it saves at
-#: its peak.
+#: How many times a probe's expected bytes must fit in the memory available
+#: for it to run.
 PROBE_MARGIN = 2.
 
 
 def _extended(probes: List[Tuple[int, int]], size: int) -> float:
-    # The saved bytes of `size` queries: the smallest probe (query count,
-    # bytes) of at least that many queries, else the last probe scaled by
-    # the queries.  The bytes per query fall as the queries grow (their
+    # The bytes of `size` queries: the smallest probe (query count, bytes)
+    # of at least that many queries, else the last probe scaled by the
+    # queries.  The bytes per query fall as the queries grow (their
     # reachable sets overlap): scaled, the last probe lies above them (a
     # line through the last two probes need not: on Family at L = 4 it
     # falls short of 64 queries by 4 %).
@@ -121,6 +118,33 @@ def _extended(probes: List[Tuple[int, int]], size: int) -> float:
     return saved * size / queries
 
 
+def _status_bytes(field: str) -> int:
+    with open('/proc/self/status') as f:
+        for line in f:
+            if line.startswith(field + ':'):
+                return int(line.split()[1]) * 1024
+    raise ValueError(field)
+
+
+def resident_peak(run: Callable[[], None]) -> Optional[int]:
+    r"""The bytes by which the process's resident set grows at its peak
+    while :obj:`run()` runs, from the freed memory handed back first
+    (:func:`~pyg_degreembed.training.runtime.trim_freed_memory`): Linux's
+    :obj:`VmHWM`, reset through :obj:`/proc/self/clear_refs`.  Where the
+    system does not let it be measured, :obj:`None`, and :obj:`run` is not
+    called."""
+    from pyg_degreembed.training.runtime import trim_freed_memory
+    trim_freed_memory()
+    try:
+        with open('/proc/self/clear_refs', 'w') as f:
+            f.write('5')
+        before = _status_bytes('VmRSS')
+    except (OSError, ValueError):
+        return None
+    run()
+    return max(_status_bytes('VmHWM') - before, 0)
+
+
 def _not_unpacked(packed):
     raise RuntimeError('a memory probe has no backward pass')
 
@@ -129,16 +153,28 @@ def training_estimate(model, graph, queries,
                       batch_size: int) -> Callable[[int], int]:
     r"""The memory :func:`~pyg_degreembed.fit` needs for :obj:`model`, as a
     function of the batch size up to :obj:`batch_size`:
-    :data:`PARAMETER_COPIES` copies of its parameters and the tensors a
-    step of that many queries saves for its backward pass, twice (its
-    gradients).  Those are measured on probe steps of the first
-    :math:`b` of :obj:`queries` :obj:`(head, relation, tail)`, :math:`b`
-    doubling from 1 up to :math:`\min(` batch, :data:`PROBE_QUERIES`
-    :math:`)` while :data:`PROBE_MARGIN` times the next probe's bytes fit in
-    :func:`available_memory`: a batch reads the smallest probe at least
-    its size, or the last probe scaled by the batch beyond them (an upper
-    estimate: the bytes per query fall as the batch grows)."""
-    own = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    :data:`PARAMETER_COPIES` copies of its parameters and the peak of a
+    training step of that many queries, forward and backward, measured
+    (:func:`resident_peak`; where the system does not say, twice the
+    tensors the forward pass saves for the backward pass, which the step's
+    temporaries can exceed: a step on 10M triples peaks at 2.4 times them).
+    Probe steps run on :math:`b` random :obj:`queries` :obj:`(head,
+    relation, tail)` (seeded), :math:`b` doubling from 1 up to
+    :math:`\min(` batch, :data:`PROBE_QUERIES` :math:`)` while
+    :data:`PROBE_MARGIN` times the next probe's bytes fit in
+    :func:`available_memory`: a batch reads the smallest probe at least its
+    size, or the last probe scaled by the batch beyond them (an upper
+    estimate: the bytes per query fall as the batch grows).  The probes
+    leave the parameters' gradients as they were."""
+    from pyg_degreembed.training.loop import nll_loss
+    params = list(model.parameters())
+    # Random queries, as a batch draws them (the first ones of a KG's
+    # triples need not be typical), the same in every run.
+    target = min(batch_size, PROBE_QUERIES)
+    drawn = torch.randperm(queries[0].numel(), generator=torch.Generator(
+    ).manual_seed(0))[:target].to(queries[0].device)
+    queries = [q[drawn] for q in queries]
+    own = {p.untyped_storage().data_ptr() for p in params}
 
     def saved_by(size: int) -> int:
         storages = {}
@@ -158,19 +194,33 @@ def training_estimate(model, graph, queries,
             model.score(graph, *(q[:size] for q in queries))
         return sum(storage.nbytes() for storage in storages.values())
 
-    target = min(batch_size, PROBE_QUERIES)
-    probes = [(1, saved_by(1))]
+    def step_bytes(size: int) -> int:
+        def step():
+            nll_loss(model.score(graph, *(q[:size] for q in queries))
+                     ).backward()
+
+        grads = [p.grad for p in params]
+        for p in params:
+            p.grad = None
+        try:
+            with torch.enable_grad():
+                peak = resident_peak(step)
+                return 2 * saved_by(size) if peak is None else peak
+        finally:
+            for p, grad in zip(params, grads):
+                p.grad = grad
+
+    probes = [(1, step_bytes(1))]
     while probes[-1][0] < target:
         size = min(2 * probes[-1][0], target)
         available = available_memory()
         if available is not None and \
                 PROBE_MARGIN * _extended(probes, size) > available:
             break
-        probes.append((size, saved_by(size)))
-    params = sum(p.numel() * p.element_size() for p in model.parameters())
-    # The backward pass holds gradients of about the size of what it reads.
-    return lambda batch: PARAMETER_COPIES * params + \
-        int(2 * _extended(probes, batch))
+        probes.append((size, step_bytes(size)))
+    copies = PARAMETER_COPIES * sum(p.numel() * p.element_size()
+                                    for p in params)
+    return lambda batch: copies + int(_extended(probes, batch))
 
 
 def training_batch(model, data, batch_size: int,
