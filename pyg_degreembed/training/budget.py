@@ -159,13 +159,14 @@ def training_estimate(model, graph, queries,
     tensors the forward pass saves for the backward pass, which the step's
     temporaries can exceed: a step on 10M triples peaks at 2.4 times them).
     Probe steps run on :math:`b` random :obj:`queries` :obj:`(head,
-    relation, tail)` (seeded), :math:`b` doubling from 1 up to
-    :math:`\min(` batch, :data:`PROBE_QUERIES` :math:`)` while
-    :data:`PROBE_MARGIN` times the next probe's bytes fit in
-    :func:`available_memory`: a batch reads the smallest probe at least its
-    size, or the last probe scaled by the batch beyond them (an upper
-    estimate: the bytes per query fall as the batch grows).  The probes
-    leave the parameters' gradients as they were."""
+    relation, tail)` (seeded), first 1, then the largest of :math:`\min(`
+    batch, :data:`PROBE_QUERIES` :math:`)` and the powers of two below it,
+    down to twice the last, whose bytes, scaled from the last,
+    :data:`PROBE_MARGIN` times fit in :func:`available_memory` (on a small
+    KG two probes, on a large one doubling): a batch reads the smallest
+    probe at least its size, or the last probe scaled by the batch beyond
+    them (an upper estimate: the bytes per query fall as the batch grows).
+    The probes leave the parameters' gradients as they were."""
     from pyg_degreembed.training.loop import nll_loss
     params = list(model.parameters())
     # Random queries, as a batch draws them (the first ones of a KG's
@@ -212,12 +213,16 @@ def training_estimate(model, graph, queries,
 
     probes = [(1, step_bytes(1))]
     while probes[-1][0] < target:
-        size = min(2 * probes[-1][0], target)
-        available = available_memory()
-        if available is not None and \
-                PROBE_MARGIN * _extended(probes, size) > available:
+        # The largest of the target and the powers of two below it, down
+        # to twice the last probe, whose bytes fit with the margin.
+        last, available = probes[-1][0], available_memory()
+        sizes = [target] + [1 << k for k in range(
+            (target - 1).bit_length() - 1, last.bit_length() - 1, -1)]
+        fits = [size for size in sizes if available is None or
+                PROBE_MARGIN * _extended(probes, size) <= available]
+        if not fits:
             break
-        probes.append((size, step_bytes(size)))
+        probes.append((fits[0], step_bytes(fits[0])))
     copies = PARAMETER_COPIES * sum(p.numel() * p.element_size()
                                     for p in params)
     return lambda batch: copies + int(_extended(probes, batch))
