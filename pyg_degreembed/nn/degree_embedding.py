@@ -456,7 +456,7 @@ def _sample_size(degree: DegreeSets, sets: Tensor) -> int:
     :data:`MAX_TRIE_NODES` over twice their mean length.  A random sample
     shares few prefixes, so each set may need as many nodes of each trie
     as it has tokens (sized as a share of the tries instead, a sample at
-    10M triples led to twice the nodes aimed at)."""
+    10M triples leads to twice the nodes aimed at)."""
     mean_length = float(degree.lengths[sets].float().mean())
     return min(max(int(MAX_TRIE_NODES / (2 * max(mean_length, 1.))), 1),
                sets.numel())
