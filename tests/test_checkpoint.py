@@ -203,7 +203,7 @@ def test_a_model_beyond_the_memory_is_refused(toy_run, tmp_path,
                                       hidden_channels=60000)
     path = str(tmp_path / 'big.pt')
     save_checkpoint(path, payload)
-    monkeypatch.setattr(budget, 'available_memory', lambda: 10**9)
+    monkeypatch.setattr(budget, 'available_memory', lambda **_: 10**9)
     with pytest.raises(ValueError, match='the model the checkpoint describes '
                        'needs about'):
         load_checkpoint(path)

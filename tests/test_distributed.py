@@ -187,7 +187,7 @@ def batch_worker(process, world_size, out_dir):
 
     budget.training_estimate = probe
     # Process 1 sees less memory free than process 0.
-    budget.available_memory = lambda: (40 - 20 * process) * 10**6
+    budget.available_memory = lambda **_: (40 - 20 * process) * 10**6
     data = chain_kg()
     model = RuleReasoner(3, num_steps=2, embedding_dim=4, hidden_channels=4)
     batch = budget.training_batch(model, data, 128, automatic=True)

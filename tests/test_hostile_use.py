@@ -236,14 +236,14 @@ def test_readers_stream_and_stop_at_the_first_bad_line(tmp_path):
 def test_options_beyond_the_machine_are_refused(tmp_path, capsys,
                                                 monkeypatch):
     kg = triples_file(tmp_path / 'kg.tsv')
-    monkeypatch.setattr(budget, 'available_memory', lambda: 2 * 10**9)
+    monkeypatch.setattr(budget, 'available_memory', lambda **_: 2 * 10**9)
     err = one_line_error(capsys, ['train', '--dataset', kg, '--dim',
                                   '30000', '--checkpoint',
                                   str(tmp_path / 'a.pt')],
                          'A model with --dim 30000 and --rank 3 needs '
                          'about')
     assert 'TB of memory; 2.0 GB is available' in err
-    monkeypatch.setattr(budget, 'available_memory', lambda: 10**6)
+    monkeypatch.setattr(budget, 'available_memory', lambda **_: 10**6)
     one_line_error(capsys, ['train', '--dataset', kg, '--dim', '4',
                             '--batch-size', '128',
                             '--checkpoint', str(tmp_path / 'b.pt')],

@@ -19,7 +19,7 @@ before = rss()
 x = torch.ones(64 * 2**20)
 del x
 print((rss() - before) / 2**20)
-available_memory()  # hands the freed blocks' pages back first
+available_memory(trimmed=True)  # hands the freed blocks' pages back first
 print((rss() - before) / 2**20)
 '''
 
@@ -35,6 +35,6 @@ def test_retain_freed_memory_keeps_freed_blocks_resident():
     freed, trimmed = kept('default')
     assert freed < 64 and trimmed < 64  # handed back to the system on free
     freed, trimmed = kept('retain')
-    # Kept for the next allocation, until available_memory() hands the
-    # pages back (so that the system's count is the whole story).
+    # Kept for the next allocation, until available_memory(trimmed=True)
+    # hands the pages back (so that the system's count is the whole story).
     assert freed > 192 and trimmed < 64

@@ -133,7 +133,7 @@ def test_the_default_batch_is_halved_to_fit_the_memory(
         return lambda batch: 10**6 * batch
 
     monkeypatch.setattr(budget, 'training_estimate', per_query_megabyte)
-    monkeypatch.setattr(budget, 'available_memory', lambda: 40 * 10**6)
+    monkeypatch.setattr(budget, 'available_memory', lambda **_: 40 * 10**6)
     assert main(argv) == 0
     assert 'batch size 32 (the default 128 does not fit the memory' in \
         capsys.readouterr().out
@@ -159,11 +159,11 @@ def test_the_default_batch_is_halved_to_fit_the_memory(
     real_mining = train_command.mine_counts
 
     def mining_takes_memory(*args, **kwargs):
-        monkeypatch.setattr(budget, 'available_memory', lambda: 20 * 10**6)
+        monkeypatch.setattr(budget, 'available_memory', lambda **_: 20 * 10**6)
         return real_mining(*args, **kwargs)
 
     monkeypatch.setattr(train_command, 'mine_counts', mining_takes_memory)
-    monkeypatch.setattr(budget, 'available_memory', lambda: 40 * 10**6)
+    monkeypatch.setattr(budget, 'available_memory', lambda **_: 40 * 10**6)
     mined = [a for a in argv if a not in ('--scorer', 'model')]
     assert main(mined + ['--overwrite']) == 0
     out = capsys.readouterr().out
@@ -189,7 +189,7 @@ def test_processes_on_one_machine_probe_their_share_of_its_memory(
         return lambda batch: 10**6 * batch
 
     monkeypatch.setattr(budget, 'training_estimate', per_query_megabyte)
-    monkeypatch.setattr(budget, 'available_memory', lambda: 40 * 10**6)
+    monkeypatch.setattr(budget, 'available_memory', lambda **_: 40 * 10**6)
     data = chain_kg()
     model = RuleReasoner(data.num_relations, num_steps=2, embedding_dim=4,
                          hidden_channels=4)  # 4 kB of parameters
@@ -207,7 +207,7 @@ def test_processes_on_one_machine_probe_their_share_of_its_memory(
     # 30 MB: alone 16 (16 MB of 27); two processes 16 as well (8 MB each of
     # 13.5), each probing its share of 128; on two machines (one process
     # each), 32.
-    monkeypatch.setattr(budget, 'available_memory', lambda: 30 * 10**6)
+    monkeypatch.setattr(budget, 'available_memory', lambda **_: 30 * 10**6)
     probes.clear()
     assert budget.training_batch(model, data, 128, automatic=True) == 16
     assert probes == [64]

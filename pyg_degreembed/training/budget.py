@@ -52,16 +52,26 @@ def _address_space_left() -> Optional[int]:
     return max(limit - used, 0)
 
 
-def available_memory() -> Optional[int]:
+def available_memory(trimmed: bool = False) -> Optional[int]:
     r"""Bytes the process may still allocate (:obj:`None` where the system
-    does not say): the system's available memory, once the freed memory
-    the C allocator keeps for this process is handed back to it
-    (:func:`~pyg_degreembed.training.runtime.trim_freed_memory`), within
-    its address-space limit."""
-    from pyg_degreembed.training.runtime import trim_freed_memory
-    trim_freed_memory()
-    known = [b for b in (_meminfo_available(), _address_space_left())
-             if b is not None]
+    does not say), within its address-space limit: the system's available
+    memory and the freed memory the C allocator keeps for this process
+    (:func:`~pyg_degreembed.training.runtime.retained_free_bytes`); with
+    :obj:`trimmed`, the system's alone, once those blocks' pages are handed
+    back to it (:func:`~pyg_degreembed.training.runtime.trim_freed_memory`):
+    split among the live ones, the blocks need not fit what comes next
+    (after mining, the 10M-triple run's first training step did not fit
+    them).  Trimmed for the training memory, whose step is large and
+    repeated; not for the many small checks of a computation (trimming
+    makes what follows fault its pages in again)."""
+    from pyg_degreembed.training.runtime import (retained_free_bytes,
+                                                 trim_freed_memory)
+    if trimmed:
+        trim_freed_memory()
+    system = _meminfo_available()
+    if system is not None and not trimmed:
+        system += retained_free_bytes()
+    known = [b for b in (system, _address_space_left()) if b is not None]
     return min(known) if known else None
 
 
@@ -215,7 +225,7 @@ def training_estimate(model, graph, queries,
     while probes[-1][0] < target:
         # The largest of the target and the powers of two below it, down
         # to twice the last probe, whose bytes fit with the margin.
-        last, available = probes[-1][0], available_memory()
+        last, available = probes[-1][0], available_memory(trimmed=True)
         sizes = [target] + [1 << k for k in range(
             (target - 1).bit_length() - 1, last.bit_length() - 1, -1)]
         fits = [size for size in sizes if available is None or
@@ -258,7 +268,7 @@ def training_batch(model, data, batch_size: int,
         return -(-batch // processes)
 
     def available_here() -> Optional[int]:
-        available = available_memory()
+        available = available_memory(trimmed=True)
         return None if available is None else available // local
 
     def choose() -> Tuple[int, Callable[[int], int]]:

@@ -57,3 +57,23 @@ def trim_freed_memory() -> bool:
     malloc_trim.argtypes = [ctypes.c_size_t]
     malloc_trim(0)
     return True
+
+
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in (
+        'arena', 'ordblks', 'smblks', 'hblks', 'hblkhd', 'usmblks',
+        'fsmblks', 'uordblks', 'fordblks', 'keepcost')]
+
+
+def retained_free_bytes() -> int:
+    r"""Bytes the C allocator holds freed for this process (glibc's
+    :obj:`mallinfo2().fordblks`; 0 where it cannot say): memory the
+    process can reuse though the system no longer counts it as available
+    (after :func:`retain_freed_memory`, all of a run's freed tensors)."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library('c'))
+        mallinfo2 = libc.mallinfo2
+    except (OSError, AttributeError, TypeError):
+        return 0
+    mallinfo2.restype = _MallInfo2
+    return int(mallinfo2().fordblks)
