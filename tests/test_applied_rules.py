@@ -11,11 +11,14 @@ from pyg_degreembed.interpret.applied_rules import (Aggregation, AppliedRules,
                                                     _dense_rank,
                                                     _pack_rows, rule_counts,
                                                     type_counts)
+from pyg_degreembed.interpret import paths as paths_module
+from pyg_degreembed.interpret.mining import mine_counts
 from pyg_degreembed.interpret.paths import pattern_of
 from pyg_degreembed.training import scorer as scorer_module
 from pyg_degreembed.training.checkpoint import scorer_from_checkpoint
 from pyg_degreembed.training.scorer import (AGGREGATION_SETTINGS,
-                                            PerRelationScorer, UnseenChoices,
+                                            UNSEEN_CHOICES, PerRelationScorer,
+                                            UnseenChoices,
                                             choose_scorer,
                                             chosen_reciprocal_ranks,
                                             preferred_choice,
@@ -637,6 +640,56 @@ def test_rules_that_cannot_rank_leave_the_choice_to_the_model(monkeypatch):
         in choice.reason
     with pytest.raises(ResourceError, match='over the limit'):
         choose_scorer(model, data, 2, scorer='rules')
+
+
+
+def test_where_full_paths_do_not_fit_the_choice_ranks_sampled_candidates(
+        monkeypatch):
+    # Against every entity where the rules' paths fit. With memory for the
+    # paths to sampled candidates but not for the full ones, the choice
+    # ranks validation against the candidates (as compute_ranks does with
+    # that draw) and the rules still rank; without candidates the model
+    # ranks.
+    import pyg_degreembed.training.budget as budget_module
+    data = chain_kg()
+    model = RuleReasoner(data.num_relations, num_steps=2).eval()
+    mined = mine_counts(data, 2)
+    needed = {}
+    real_check = budget_module.check_memory
+
+    def recording(what):
+        def check(size, message):
+            needed[what] = max(needed.get(what, 0), size)
+            real_check(size, message)
+        return check
+
+    for what, candidates in (('full', None), ('sampled', 10)):
+        monkeypatch.setattr(paths_module, 'check_memory', recording(what))
+        compute_ranks(UnseenChoices(AppliedRules.mine(
+            data, 2, tie_break=model, counts=mined.counts), [5.]), data,
+            'valid', num_candidates=candidates)
+    assert needed['sampled'] < needed['full']
+    monkeypatch.setattr(paths_module, 'check_memory', real_check)
+    full = choose_scorer(model, data, 2, mined=mined, num_candidates=10)
+    assert 'sampled' not in full.reason
+    assert torch.equal(full.valid_ranks[-1].ranks['realistic'],
+                       compute_ranks(model, data, 'valid')
+                       .ranks['realistic'])
+    limit = (needed['sampled'] + needed['full']) / 2
+    monkeypatch.setattr(budget_module, 'available_memory',
+                        lambda **_: limit)
+    assert choose_scorer(model, data, 2, mined=mined).name == 'model'
+    choice = choose_scorer(model, data, 2, scorer='rules', mined=mined,
+                           num_candidates=10, seed=3)
+    assert '(10 sampled candidates; against all entities: Expanding' in \
+        choice.reason
+    want = compute_ranks(model, data, 'valid', num_candidates=10,
+                         candidate_seed=3)
+    assert torch.equal(choice.valid_ranks[-1].ranks['realistic'],
+                       want.ranks['realistic'])
+    assert len(choice.valid_ranks) == len(UNSEEN_CHOICES) + 1
+    assert all((ranks.ranks['pessimistic'] <= 11).all()
+               for ranks in choice.valid_ranks)
 
 
 def test_noisy_or_aggregation_on_a_hand_worked_example():

@@ -84,7 +84,9 @@ def _eval_candidates_arg(p):
                    help='rank each answer against N of its filtered '
                    'candidates drawn at random (seeded, the same for every '
                    'model; the OGB protocol, for large KGs) instead of '
-                   'against all entities (the rules scoring only those); '
+                   'against all entities (the rules scoring only those; '
+                   'train chooses its scorer on validation ranked so where '
+                   "the rules' paths to all entities do not fit); "
                    'its metrics are labelled and not comparable with full '
                    'ranking (None: all)')
 

@@ -282,7 +282,8 @@ def _train(args, config, plan, source, checkpoint, device, process):
             else AGGREGATION_SETTINGS[args.aggregation]
         choice = choose_scorer(model, data, args.steps, args.scorer, device,
                                mined=mined, deadline=plan.deadline(),
-                               seed=args.seed, aggregations=aggregations)
+                               seed=args.seed, aggregations=aggregations,
+                               num_candidates=args.eval_candidates)
         scorer = choice.scorer
         if process == 0:
             constants = choice.applied.constant_rules

@@ -292,7 +292,8 @@ def choose_scorer(model: Module, data: Any, num_steps: int,
                   mined: Optional[MinedCounts] = None,
                   deadline: Optional[float] = None,
                   seed: int = 0,
-                  aggregations: Sequence[Tuple[Any, ...]] = AGGREGATION_CHOICES
+                  aggregations: Sequence[Tuple[Any, ...]] = AGGREGATION_CHOICES,
+                  num_candidates: Optional[int] = None
                   ) -> ScorerChoice:
     r"""Mines the applied rules of length at most :obj:`num_steps` with
     :obj:`model` as tie-break, with the confidences
@@ -343,6 +344,15 @@ def choose_scorer(model: Module, data: Any, num_steps: int,
             its number of keys and model weight, to choose from with
             :math:`u`, the preferred first. (default:
             :data:`AGGREGATION_CHOICES`)
+        num_candidates (int, optional): Where the rules' paths to every
+            entity do not fit the memory (a hub's, on a large KG), choose
+            on validation ranked against this many sampled candidates
+            instead, drawn with :obj:`seed` (as
+            :func:`~pyg_degreembed.compute_ranks` does; the rules then
+            follow their paths to the candidates only); against every
+            entity where they fit, which tells rules and model apart more
+            sharply.  (default: :obj:`None`: the model ranks where the
+            rules' paths do not fit)
     """
     if scorer not in ('auto', 'rules'):
         raise ValueError(f"'scorer' must be 'auto' or 'rules', got "
@@ -404,31 +414,44 @@ def choose_scorer(model: Module, data: Any, num_steps: int,
     applied_smallest = mine(smallest, measure=any(
         a.redundancy is not None for a in choices))
     valid = split_triples(kg, 'valid')
-    stage_deadline = deadline
     if deadline is not None:
         valid = valid[:, torch.randperm(
             valid.size(1), generator=torch.Generator().manual_seed(seed))]
-        if len(choices) > 1:
+    first = choices[0]
+
+    def rank_valid(sample):
+        # Stages 1 and 2 against all entities, or the sampled candidates
+        # (num_candidates, seed); with several aggregations, stage 1 until
+        # half the time left.
+        stage_deadline = deadline
+        if deadline is not None and len(choices) > 1:
             now = time.perf_counter()
             stage_deadline = now + max(deadline - now, 0.) / 2
-    first = choices[0]
-    try:
         *ranked, model_ranks = _rank_until(
             UnseenChoices(applied_smallest, unseen, [first]), data, valid,
-            stage_deadline)
-        ranked.append(model_ranks)
-        mrr = [ranks.metrics()['mrr'] for ranks in ranked[:-1]]
-        chosen = preferred_choice(ranked[:-1])
-        u = unseen[chosen]
-        reason = ', '.join(f'{value:.4f} (u = {u_:g})'
-                           for u_, value in zip(unseen, mrr))
-        rules_ranks = ranked[chosen]
+            stage_deadline, sample)
+        chosen = preferred_choice(ranked)
         aggregation_ranks = None
         if len(choices) > 1:
             shown = model_ranks.relation.numel() // 2
             aggregation_ranks = _rank_until(
-                UnseenChoices(applied_smallest, [u], choices), data,
-                valid[:, :shown], deadline)
+                UnseenChoices(applied_smallest, [unseen[chosen]], choices),
+                data, valid[:, :shown], deadline, sample)
+        return ranked + [model_ranks], chosen, aggregation_ranks
+
+    protocol = ''
+    try:
+        try:
+            ranked, chosen, aggregation_ranks = rank_valid(None)
+        except ResourceError as e:
+            if num_candidates is None:
+                raise
+            # The full paths of the rules do not fit: their paths to the
+            # sampled candidates only.
+            ranked, chosen, aggregation_ranks = rank_valid(
+                (num_candidates, seed))
+            protocol = (f' ({num_candidates} sampled candidates; against '
+                        f'all entities: {e})')
     except ResourceError as e:  # hubs: the rules' paths cannot be followed
         if scorer == 'rules':
             raise
@@ -436,6 +459,11 @@ def choose_scorer(model: Module, data: Any, num_steps: int,
                             f'on this graph ({e}); the model ranks',
                             applied_smallest, time.perf_counter() - start,
                             unseen=smallest, aggregation=first)
+    model_ranks = ranked[-1]
+    u = unseen[chosen]
+    reason = ', '.join(f"{ranks.metrics()['mrr']:.4f} (u = {u_:g})"
+                       for u_, ranks in zip(unseen, ranked[:-1]))
+    rules_ranks = ranked[chosen]
     aggregation = first
     if aggregation_ranks is not None:
         values = [ranks.metrics()['mrr'] for ranks in aggregation_ranks[:-1]]
@@ -459,7 +487,7 @@ def choose_scorer(model: Module, data: Any, num_steps: int,
     shown = ranked[0].relation.numel() // 2
     reason = ('' if shown == valid.size(1) else
               f'on {shown} of {valid.size(1)} validation triples, ') + \
-        'validation MRR: applied rules ' + reason
+        f'validation MRR{protocol}: applied rules ' + reason
     if scorer == 'rules':
         return ScorerChoice(applied, 'rules', f'asked for; {reason}',
                             applied, time.perf_counter() - start, unseen=u,
@@ -510,13 +538,17 @@ MIN_CHOICE_TRIPLES = 2
 
 def _rank_until(model: Module, data: Any, triples: Tensor,
                 deadline: Optional[float],
+                sample: Optional[Tuple[int, int]] = None,
                 first: int = MIN_CHOICE_TRIPLES) -> List[Ranks]:
-    # The rankings of compute_ranks on `triples`: all of them without a
+    # The rankings of compute_ranks on `triples` (against the sampled
+    # candidates (num_candidates, seed) if given): all of them without a
     # deadline, else parts of them in their order until the deadline (at
     # least `first` triples; each part up to twice the last, and no more
     # than the last part's pace fits before the deadline), joined.
     def rankings(triples: Tensor) -> List[Ranks]:
-        ranks = compute_ranks(model, data, triples)
+        ranks = compute_ranks(
+            model, data, triples, num_candidates=None if sample is None
+            else sample[0], candidate_seed=0 if sample is None else sample[1])
         return ranks if isinstance(ranks, list) else [ranks]
 
     if deadline is None:
