@@ -198,3 +198,59 @@ def test_each_distinct_query_is_scored_once_and_ranks_all_its_answers():
     for tie in ('optimistic', 'pessimistic', 'realistic'):
         assert ranks.ranks[tie].tolist() == expected[tie].tolist()
     assert ranks.candidates.tolist() == expected['candidates'].tolist()
+
+
+class MemoryScorer(CountingScorer):
+    r"""CountingScorer that touches 20 MB per query, as a model's scores
+    and intermediates over many entities do; records its batch sizes."""
+    def __init__(self, num_nodes, num_edge_types):
+        super().__init__(num_nodes, num_edge_types)
+        self.sizes = []
+
+    def forward(self, graph, head, relation):
+        self.sizes.append(head.numel())
+        work = torch.ones(head.numel(), 5 * 2**20)
+        return super().forward(graph, head, relation) + 0 * work.sum()
+
+
+def test_the_ranking_batch_is_sized_by_the_memory_one_query_takes(
+        monkeypatch):
+    # The first batch is one query, whose measured peak (20 MB and a
+    # little) sizes the others to what fits 90 % of the memory available
+    # (100 MB: 4 queries); the ranks are those of any batch size.
+    import pyg_degreembed.training.budget as budget_module
+    from pyg_degreembed.training.budget import resident_peak
+    if resident_peak(lambda: None) is None:
+        pytest.skip('the resident set is not measured here')
+    kg = toy_ranking_kg()
+    model = MemoryScorer(kg.num_nodes, 2 * kg.num_relations)
+    want = compute_ranks(model, kg, 'test', batch_size=2)
+    monkeypatch.setattr(budget_module, 'available_memory',
+                        lambda **_: 100 * 2**20)
+    model.sizes = []
+    got = compute_ranks(model, kg, 'test', batch_size=64)
+    assert model.sizes[0] == 1 and sum(model.sizes) > 8
+    assert all(2 <= size <= 4 for size in model.sizes[1:-1])
+    assert got.ranks['realistic'].tolist() == \
+        want.ranks['realistic'].tolist()
+    # Plenty of memory: one query, then the batch size asked for.
+    monkeypatch.setattr(budget_module, 'available_memory',
+                        lambda **_: 2**40)
+    model.sizes = []
+    compute_ranks(model, kg, 'test', batch_size=3)
+    assert model.sizes[:2] == [1, 3]
+
+
+def toy_ranking_kg():
+    from torch_geometric.data import Data
+    gen = torch.Generator().manual_seed(0)
+    N, R = 30, 2
+    triples = torch.unique(torch.stack([
+        torch.randint(0, N, (80, ), generator=gen),
+        torch.randint(0, R, (80, ), generator=gen),
+        torch.randint(0, N, (80, ), generator=gen)]), dim=1)
+    train, test = triples[:, ::2], triples[:, 1::2]
+    return Data(edge_index=train[[0, 2]], edge_type=train[1], num_nodes=N,
+                train_edge_type=train[1], train_edge_index=train[[0, 2]],
+                test_edge_index=test[[0, 2]], test_edge_type=test[1],
+                num_relations=R)

@@ -33,6 +33,7 @@ from pyg_degreembed.data.ragged import ragged_arange
 from pyg_degreembed.data.resolve import resolve_graph
 from pyg_degreembed.data.typed_graph import TypedGraph
 from pyg_degreembed.evaluation.candidates import draw_candidates
+from pyg_degreembed.training.budget import ranking_batch, resident_peak
 from pyg_degreembed.training.distributed import gather_strided, world
 from pyg_degreembed.training.progress import Progress
 
@@ -509,10 +510,9 @@ def _local_ranks(model, graph, triples, true_answers, batch_size,
             if sample is None else (sample[0], sample[1][chunk.cpu()],
                                     sample[2])
 
-    starts = range(0, query_head.numel(), batch_size)
-    report = progress(len(starts)) if progress is not None else None
-    for start in starts:
-        stop = min(start + batch_size, query_head.numel())
+    def rank_batch(start, stop):
+        # Ranks the answers of the distinct queries [start, stop).
+        nonlocal stacked
         h, q = query_head[start:stop], query_relation[start:stop]
         batch = members[ptr[start]:ptr[stop]]
         if remove_edge:
@@ -548,6 +548,22 @@ def _local_ranks(model, graph, triples, true_answers, batch_size,
                     ranking[key][chunk.cpu()] = ranks[key].cpu()
         if report is not None:
             report.update(batch.numel())
+
+    # On the CPU, the first batch is one query whose peak memory sizes the
+    # others (ranking_batch): a score row per entity and query, and the
+    # model's own, can outgrow the memory on a large KG (on 937k entities,
+    # 256 queries took 13 GB).
+    Q = query_head.numel()
+    report = progress(n) if progress is not None else None
+    start, size = 0, batch_size
+    if device.type == 'cpu' and batch_size > 1 and Q > 1:
+        peak = resident_peak(lambda: rank_batch(0, 1))
+        if peak is not None:
+            start, size = 1, ranking_batch(peak, batch_size)
+    while start < Q:
+        stop = min(start + size, Q)
+        rank_batch(start, stop)
+        start = stop
     if report is not None:
         report.close()
     model.train(was_training)

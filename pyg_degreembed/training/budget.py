@@ -238,6 +238,28 @@ def training_estimate(model, graph, queries,
     return lambda batch: copies + int(_extended(probes, batch))
 
 
+def _local_processes() -> int:
+    # The processes of this job on this machine, which share its memory.
+    from pyg_degreembed.training.distributed import world
+    processes = world()[0]
+    return int(os.environ.get('LOCAL_WORLD_SIZE', processes)) \
+        if processes > 1 else 1
+
+
+def ranking_batch(bytes_per_query: float, batch_size: int) -> int:
+    r"""The queries a ranking batch may take, at least 1 and at most
+    :obj:`batch_size`: as many as fit, at :obj:`bytes_per_query` each (the
+    peak of a batch of one query, :func:`resident_peak`: an upper estimate
+    per query of larger batches, whose queries share work), in 90 % of
+    :func:`available_memory` (trimmed; under :obj:`torchrun`, this
+    process's part of what the processes on the machine share)."""
+    available = available_memory(trimmed=True)
+    if available is None or bytes_per_query <= 0:
+        return batch_size
+    fits = int(0.9 * available / _local_processes() / bytes_per_query)
+    return max(1, min(batch_size, fits))
+
+
 def training_batch(model, data, batch_size: int,
                    automatic: bool = False) -> int:
     r"""The batch size a training run of :obj:`model` on :obj:`data` can
@@ -260,9 +282,7 @@ def training_batch(model, data, batch_size: int,
     graph = model.graph(kg)
     queries = both_directions(split_triples(kg, 'train'), kg.num_relations)
     queries = [q.to(graph.device) for q in queries]
-    processes = world()[0]
-    local = int(os.environ.get('LOCAL_WORLD_SIZE', processes)) \
-        if processes > 1 else 1
+    processes, local = world()[0], _local_processes()
 
     def share(batch: int) -> int:  # this process's queries of a batch
         return -(-batch // processes)
