@@ -642,7 +642,6 @@ def test_rules_that_cannot_rank_leave_the_choice_to_the_model(monkeypatch):
         choose_scorer(model, data, 2, scorer='rules')
 
 
-
 def test_where_full_paths_do_not_fit_the_choice_ranks_sampled_candidates(
         monkeypatch):
     # Against every entity where the rules' paths fit. With memory for the

@@ -292,7 +292,8 @@ def choose_scorer(model: Module, data: Any, num_steps: int,
                   mined: Optional[MinedCounts] = None,
                   deadline: Optional[float] = None,
                   seed: int = 0,
-                  aggregations: Sequence[Tuple[Any, ...]] = AGGREGATION_CHOICES,
+                  aggregations: Sequence[Tuple[Any, ...]] = (
+                      AGGREGATION_CHOICES),
                   num_candidates: Optional[int] = None
                   ) -> ScorerChoice:
     r"""Mines the applied rules of length at most :obj:`num_steps` with
