@@ -9,14 +9,15 @@ MRR against sampled candidates and the recall of the planted rules.
 Per size T: a KG of T triples requested over T / 10 entities and 50
 relations (``synthetic.py``, seed 0, 500 valid and 500 test triples,
 generated into ``--work`` and kept there), then ``pyg-degreembed train
---dataset <it> --time-budget B --eval-candidates 500`` with B = T / 1e6 x
+--dataset <it> --time-budget B --eval-candidates 500 --max-memory 20``
+(``--max-memory``, GB: the issue's 20 GB) with B = T / 1e6 x
 ``--seconds-per-million`` (720: two hours at 10M), at least 60 s,
 everything else its defaults, alone on the machine in its own process
 (with ``--processes P > 1`` under ``torchrun --nproc_per_node P``, gloo),
 under ``/usr/bin/time``.
 
 A row: ``num_triples`` (generated), ``num_entities``, ``processes``,
-``budget_seconds``, ``wall_seconds`` (the command's, less its test
+``budget_seconds``, ``max_memory_gb``, ``wall_seconds`` (the command's, less its test
 ranking), ``stage_seconds`` (set-up, mining, training, choice: what the
 command's metrics file records), ``test_ranking_seconds``, ``peak_rss_gb``
 (of the command, the largest process under torchrun), ``mrr_sampled``
@@ -37,6 +38,7 @@ import math
 import os
 import re
 import sys
+from typing import Optional
 
 from common import (RESULTS, figure, machine, peak_rss_gb, save_figure, timed,
                     write_json, write_markdown)
@@ -74,7 +76,7 @@ def recall(checkpoint: str, folder: str) -> float:
 
 
 def run(triples: int, processes: int, seconds_per_million: float,
-        work: str) -> dict:
+        work: str, max_memory: Optional[float]) -> dict:
     folder = dataset(triples, work)
     budget = max(60., triples / 1e6 * seconds_per_million)
     checkpoint = os.path.join(work, f'run-{triples}-{processes}.pt')
@@ -86,6 +88,8 @@ def run(triples: int, processes: int, seconds_per_million: float,
             folder, '--time-budget', f'{budget:g}', '--eval-candidates',
             str(EVAL_CANDIDATES), '--checkpoint', checkpoint, '--no-progress',
             '--overwrite']
+    if max_memory is not None:
+        argv += ['--max-memory', f'{max_memory:g}']
     out, code, seconds = timed(argv)
     if code != 0:
         raise RuntimeError(f'{" ".join(argv)} failed:\n{out}')
@@ -102,6 +106,7 @@ def run(triples: int, processes: int, seconds_per_million: float,
         'num_entities': int(entities.group(1)),
         'processes': processes,
         'budget_seconds': round(budget, 1),
+        'max_memory_gb': max_memory,
         'wall_seconds': round(seconds - metrics['ranking_seconds'], 1),
         'run_seconds': round(metrics['run_seconds'], 1),
         'stage_seconds': {k: round(v, 1) for k, v in
@@ -130,15 +135,17 @@ def slope(rows, key=lambda r: r['wall_seconds']) -> str:
 
 
 def table(rows) -> str:
-    lines = ['| triples | entities | processes | budget s | wall s | '
+    lines = ['| triples | entities | processes | budget s | memory limit GB '
+             '| wall s | '
              + ' | '.join(f'{s} s' for s in STAGES) +
              ' | test ranking s | peak RSS GB | MRR (500 sampled) | '
              'planted recall |',
-             '|' + '---|' * (9 + len(STAGES))]
+             '|' + '---|' * (10 + len(STAGES))]
     for r in sorted(rows, key=lambda r: (r['num_triples'], r['processes'])):
         lines.append(
             f"| {r['num_triples']:,} | {r['num_entities']:,} | "
             f"{r['processes']} | {r['budget_seconds']:.0f} | "
+            f"{r.get('max_memory_gb') or '-'} | "
             f"{r['wall_seconds']:.0f} | " + ' | '.join(
                 f"{r['stage_seconds'].get(s, 0):.0f}" for s in STAGES) +
             f" | {r['test_ranking_seconds']:.0f} | {r['peak_rss_gb']:.1f} | "
@@ -182,6 +189,8 @@ def main():
     parser.add_argument('--processes', type=int, default=1)
     parser.add_argument('--seconds-per-million', type=float, default=720.)
     parser.add_argument('--work', default=os.path.join('runs', 'scale'))
+    parser.add_argument('--max-memory', type=float, default=20.,
+                        help="train's --max-memory in GB (0: none)")
     parser.add_argument('--table-only', action='store_true')
     args = parser.parse_args()
     path = os.path.join(RESULTS, OUTPUT)
@@ -193,7 +202,7 @@ def main():
         os.makedirs(args.work, exist_ok=True)
         for triples in args.triples:
             row = run(triples, args.processes, args.seconds_per_million,
-                      args.work)
+                      args.work, args.max_memory or None)
             print(json.dumps({k: v for k, v in row.items() if k != 'log'}),
                   flush=True)
             result['rows'] = [

@@ -399,3 +399,23 @@ def test_readable_queries_indices_version_help(tmp_path, capsys):
     text = ' '.join(capsys.readouterr().out.split())
     assert 'a checkpoint written by train (required)' in text
     assert 'head entity: a name, or #index (required)' in text
+
+
+def test_max_memory_sizes_the_run_and_is_lifted_after_it(tmp_path, capsys):
+    # Less than the process already holds: refused before any work, in one
+    # line that says what needs how much; the limit ends with the command.
+    from pyg_degreembed.training import budget
+    code = main(['train', '--dataset', 'family', '--max-memory', '0.05',
+                 '--checkpoint', str(tmp_path / 'run.pt'), '--no-progress'])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith('error: ')
+    assert 'needs about' in err and '0 bytes is available' in err
+    assert len(err.strip().splitlines()) == 1
+    assert budget._memory_limit is None
+    assert not (tmp_path / 'run.pt').exists()
+    for bad in ('0', '-1', 'lots', 'inf'):
+        with pytest.raises(SystemExit) as info:
+            main(['train', '--max-memory', bad])
+        assert info.value.code == 2
+        assert 'expected a positive number of gigabytes' in \
+            capsys.readouterr().err

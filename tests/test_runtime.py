@@ -38,3 +38,28 @@ def test_retain_freed_memory_keeps_freed_blocks_resident():
     # Kept for the next allocation, until available_memory(trimmed=True)
     # hands the pages back (so that the system's count is the whole story).
     assert freed > 192 and trimmed < 64
+
+
+@pytest.mark.skipif(not sys.platform.startswith('linux'),
+                    reason='reads /proc')
+def test_a_memory_limit_counts_what_the_process_holds(monkeypatch):
+    # available_memory: the limit less the resident set (a 256 MB tensor
+    # held lowers it by that much), the system's part shared by processes,
+    # and no limit again once it is lifted.
+    import torch
+    from pyg_degreembed.training import budget
+    monkeypatch.setattr(budget, '_meminfo_available', lambda: 2**40)
+    try:
+        budget.set_memory_limit(budget._resident_bytes() + 2**30)
+        before = budget.available_memory(trimmed=True)
+        assert abs(before - 2**30) < 2**27
+        held = torch.ones(64 * 2**20)
+        after = budget.available_memory(trimmed=True)
+        assert abs(before - after - held.nbytes) < 2**24
+        assert budget.available_memory(trimmed=True, sharers=2) == \
+            budget.available_memory(trimmed=True)
+        budget.set_memory_limit(budget._resident_bytes() + 2**41)
+        assert budget.available_memory(trimmed=True, sharers=2) == 2**39
+    finally:
+        budget.set_memory_limit(None)
+    assert budget.available_memory(trimmed=True) == 2**40

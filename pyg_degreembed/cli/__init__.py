@@ -31,6 +31,7 @@ from pyg_degreembed.cli.reason import (_evaluate_parser, _explain_parser,
                                        _predict_parser, _rules_parser)
 from pyg_degreembed.cli.train import _train_parser
 from pyg_degreembed.data.io import KGFormatError
+from pyg_degreembed.training.budget import set_memory_limit
 from pyg_degreembed.training.checkpoint import CheckpointError
 from pyg_degreembed.training.loop import TrainingInterrupted
 from pyg_degreembed.training.runtime import retain_freed_memory
@@ -66,7 +67,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     args.started = started
-    retain_freed_memory()
+    memory_limit = getattr(args, 'max_memory', None)
+    if memory_limit is None:
+        retain_freed_memory()
+    set_memory_limit(None if memory_limit is None else memory_limit * 1e9)
     previous = signal.signal(signal.SIGTERM, _terminate) \
         if threading.current_thread() is threading.main_thread() else None
     show_warning, warnings.showwarning = warnings.showwarning, _show_warning
@@ -102,6 +106,7 @@ def main(argv: Optional[List[str]] = None) -> int:
               'report it', file=sys.stderr)
         return 1
     finally:
+        set_memory_limit(None)
         warnings.showwarning = show_warning
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)

@@ -3,6 +3,7 @@ error, option types, the checkpoint options, loading a checkpoint and its
 KG, names to ids, and the metrics report."""
 import argparse
 import inspect
+import math
 import time
 from typing import Optional
 
@@ -55,6 +56,17 @@ def _seconds_or_none(text: str) -> Optional[float]:
         raise argparse.ArgumentTypeError(
             f"expected a number of seconds or 'none', got {text!r}") \
             from None
+
+
+def _gigabytes(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not value > 0 or math.isinf(value):
+        raise argparse.ArgumentTypeError(
+            f'expected a positive number of gigabytes, got {text!r}')
+    return value
 
 
 def _steps(text: str):

@@ -8,7 +8,8 @@ import torch
 from torch_geometric import seed_everything
 
 from pyg_degreembed.cli.common import (CLIError, _command, _defaults, _device,
-                                       _eval_candidates_arg, _rate_or_none,
+                                       _eval_candidates_arg, _gigabytes,
+                                       _rate_or_none,
                                        _report, _seconds_or_none, _steps)
 from pyg_degreembed.data.datasets import BUNDLED, dataset_path, load_dataset
 from pyg_degreembed.interpret.applied_rules import check_mining
@@ -120,6 +121,15 @@ def _train_parser(sub):
                    "the budget; 'auto': exact where it is expected to fit "
                    "that share, else sampled")
     _eval_candidates_arg(p)
+    p.add_argument('--max-memory', type=_gigabytes, default=None,
+                   metavar='GB',
+                   help='the resident memory the run sizes itself to (each '
+                   'process under torchrun): the training and ranking '
+                   "batches and the rules' path expansions count at most "
+                   'this less what the process holds, and freed memory is '
+                   'handed back to the system instead of kept for reuse '
+                   '(steps are slower); it sizes, it does not enforce '
+                   "(None: the machine's available memory)")
     p.add_argument('--seed', type=int, default=train_default.seed,
                    help='seed of the initialisation and the shuffling')
     p.add_argument('--device', default='cpu', help='cpu, cuda, cuda:1, ...')

@@ -3,8 +3,8 @@ work starts: a setting whose memory does not fit is refused with one line
 that says how much it needs, instead of being killed by the system later.
 
 * :func:`available_memory`: the memory the process may still use (the
-  system's available memory, and the address-space limit of
-  :obj:`ulimit -v` where one is set).
+  system's available memory, the address-space limit of :obj:`ulimit -v`
+  where one is set, and the limit of :func:`set_memory_limit`).
 * :func:`parameter_bytes`: a model's parameters, counted on PyTorch's
   :obj:`meta` device (nothing is allocated).
 * :func:`training_estimate`: parameters, gradients, optimizer state, best
@@ -52,10 +52,37 @@ def _address_space_left() -> Optional[int]:
     return max(limit - used, 0)
 
 
-def available_memory(trimmed: bool = False) -> Optional[int]:
+#: The resident set the process may grow to (:func:`set_memory_limit`);
+#: :obj:`None`: the machine's memory is the limit.
+_memory_limit: Optional[int] = None
+
+
+def set_memory_limit(num_bytes: Optional[float]):
+    r"""Makes :func:`available_memory` count at most :obj:`num_bytes` less
+    the process's resident set (:obj:`None`: no such limit), so that what
+    sizes itself to the memory (the training batch, the ranking batch, the
+    rules' path expansions) leaves the rest of the machine to others.  It
+    sizes; it does not enforce: memory no estimate foresees can go past
+    it."""
+    global _memory_limit
+    _memory_limit = None if num_bytes is None else int(num_bytes)
+
+
+def _resident_bytes() -> Optional[int]:
+    try:
+        with open('/proc/self/statm') as f:
+            return int(f.read().split()[1]) * os.sysconf('SC_PAGE_SIZE')
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def available_memory(trimmed: bool = False,
+                     sharers: int = 1) -> Optional[int]:
     r"""Bytes the process may still allocate (:obj:`None` where the system
-    does not say), within its address-space limit: the system's available
-    memory and the freed memory the C allocator keeps for this process
+    does not say), within its address-space limit and the limit of
+    :func:`set_memory_limit`: the system's available memory (its part of
+    it, shared by :obj:`sharers` processes, as under :obj:`torchrun`) and
+    the freed memory the C allocator keeps for this process
     (:func:`~pyg_degreembed.training.runtime.retained_free_bytes`); with
     :obj:`trimmed`, the system's alone, once those blocks' pages are handed
     back to it (:func:`~pyg_degreembed.training.runtime.trim_freed_memory`):
@@ -68,10 +95,15 @@ def available_memory(trimmed: bool = False) -> Optional[int]:
                                                  trim_freed_memory)
     if trimmed:
         trim_freed_memory()
+    retained = 0 if trimmed else retained_free_bytes()
     system = _meminfo_available()
-    if system is not None and not trimmed:
-        system += retained_free_bytes()
+    if system is not None:
+        system = system // sharers + retained
     known = [b for b in (system, _address_space_left()) if b is not None]
+    limit = _memory_limit
+    resident = None if limit is None else _resident_bytes()
+    if limit is not None and resident is not None:
+        known.append(max(limit - resident + retained, 0))
     return min(known) if known else None
 
 
@@ -253,10 +285,10 @@ def ranking_batch(bytes_per_query: float, batch_size: int) -> int:
     per query of larger batches, whose queries share work), in 90 % of
     :func:`available_memory` (trimmed; under :obj:`torchrun`, this
     process's part of what the processes on the machine share)."""
-    available = available_memory(trimmed=True)
+    available = available_memory(trimmed=True, sharers=_local_processes())
     if available is None or bytes_per_query <= 0:
         return batch_size
-    fits = int(0.9 * available / _local_processes() / bytes_per_query)
+    fits = int(0.9 * available / bytes_per_query)
     return max(1, min(batch_size, fits))
 
 
@@ -288,8 +320,7 @@ def training_batch(model, data, batch_size: int,
         return -(-batch // processes)
 
     def available_here() -> Optional[int]:
-        available = available_memory(trimmed=True)
-        return None if available is None else available // local
+        return available_memory(trimmed=True, sharers=local)
 
     def choose() -> Tuple[int, Callable[[int], int]]:
         # The batch and the memory estimate of this process's share; the
