@@ -329,7 +329,11 @@ def compute_ranks(model: Module, data: Any,
             :obj:`[3, n]`. (default: :obj:`"test"`)
         true_answers (TrueAnswers, optional): The known true triples to
             filter. (default: every split of :obj:`data`)
-        batch_size (int, optional): Queries per batch. (default: :obj:`256`)
+        batch_size (int, optional): Queries per batch at most: on the CPU
+            one query is ranked first and its measured peak memory sizes
+            the batches to what fits
+            (:func:`~pyg_degreembed.training.budget.ranking_batch`).
+            (default: :obj:`256`)
         progress (bool, optional): Report progress (a bar on a terminal,
             else a line every 30 s; see
             :class:`~pyg_degreembed.training.progress.Progress`).
@@ -402,7 +406,11 @@ def rank_queries(model: Module, graph: TypedGraph, triples: Tensor,
         graph (TypedGraph): The observed graph (no valid/test edges).
         triples (torch.Tensor): Triples to evaluate, shape :obj:`[3, n]`.
         true_answers (TrueAnswers): All known true triples, for filtering.
-        batch_size (int, optional): Queries per batch. (default: :obj:`256`)
+        batch_size (int, optional): Queries per batch at most: on the CPU
+            one query is ranked first and its measured peak memory sizes
+            the batches to what fits
+            (:func:`~pyg_degreembed.training.budget.ranking_batch`).
+            (default: :obj:`256`)
         progress (callable, optional): Makes the
             :class:`~pyg_degreembed.training.progress.Progress` of a given
             number of
@@ -550,9 +558,9 @@ def _local_ranks(model, graph, triples, true_answers, batch_size,
             report.update(batch.numel())
 
     # On the CPU, the first batch is one query whose peak memory sizes the
-    # others (ranking_batch): a score row per entity and query, and the
-    # model's own, can outgrow the memory on a large KG (on 937k entities,
-    # 256 queries took 13 GB).
+    # others (ranking_batch): the scores of every entity and the model's
+    # intermediates, per query, can outgrow the memory on a large KG (on
+    # 937k entities, the model's 256 queries took 13 GB).
     Q = query_head.numel()
     report = progress(n) if progress is not None else None
     start, size = 0, batch_size
