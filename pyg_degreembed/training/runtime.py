@@ -1,10 +1,18 @@
 r"""Process-wide settings that make training on large KGs faster on CPU."""
 import ctypes
 import ctypes.util
+import functools
 
 # mallopt(3) parameters of glibc.
 _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
+
+
+@functools.lru_cache(maxsize=None)
+def _libc() -> ctypes.CDLL:
+    # The C library, loaded once (finding it runs ldconfig: milliseconds,
+    # and available_memory asks for it at every path expansion step).
+    return ctypes.CDLL(ctypes.util.find_library('c'))
 
 
 def retain_freed_memory(threshold: int = 2**31 - 1) -> bool:
@@ -27,10 +35,8 @@ def retain_freed_memory(threshold: int = 2**31 - 1) -> bool:
     Returns :obj:`True` if the C library is glibc and took the settings,
     :obj:`False` elsewhere (nothing is changed).
     """
-    name = ctypes.util.find_library('c')
     try:
-        libc = ctypes.CDLL(name)
-        mallopt = libc.mallopt
+        mallopt = _libc().mallopt
     except (OSError, AttributeError, TypeError):
         return False
     mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
@@ -51,7 +57,7 @@ def trim_freed_memory() -> bool:
     Returns :obj:`True` if the C library is glibc (elsewhere nothing is
     done)."""
     try:
-        malloc_trim = ctypes.CDLL(ctypes.util.find_library('c')).malloc_trim
+        malloc_trim = _libc().malloc_trim
     except (OSError, AttributeError, TypeError):
         return False
     malloc_trim.argtypes = [ctypes.c_size_t]
@@ -71,8 +77,7 @@ def retained_free_bytes() -> int:
     process can reuse though the system no longer counts it as available
     (after :func:`retain_freed_memory`, all of a run's freed tensors)."""
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library('c'))
-        mallinfo2 = libc.mallinfo2
+        mallinfo2 = _libc().mallinfo2
     except (OSError, AttributeError, TypeError):
         return 0
     mallinfo2.restype = _MallInfo2
