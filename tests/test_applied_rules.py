@@ -644,39 +644,27 @@ def test_rules_that_cannot_rank_leave_the_choice_to_the_model(monkeypatch):
 
 def test_where_full_paths_do_not_fit_the_choice_ranks_sampled_candidates(
         monkeypatch):
-    # Against every entity where the rules' paths fit. With memory for the
-    # paths to sampled candidates but not for the full ones, the choice
-    # ranks validation against the candidates (as compute_ranks does with
-    # that draw) and the rules still rank; without candidates the model
+    # Against every entity where the rules' paths fit. Where the paths of
+    # length L do not (as a hub's on a large KG) but those of L - 1 do, the
+    # choice ranks validation against the sampled candidates (as
+    # compute_ranks does with that draw; the rules' last edge read from the
+    # candidates) and the rules still rank; without candidates the model
     # ranks.
-    import pyg_degreembed.training.budget as budget_module
+    from pyg_degreembed.training.budget import ResourceError
     data = chain_kg()
     model = RuleReasoner(data.num_relations, num_steps=2).eval()
     mined = mine_counts(data, 2)
-    needed = {}
-    real_check = budget_module.check_memory
-
-    def recording(what):
-        def check(size, message):
-            needed[what] = max(needed.get(what, 0), size)
-            real_check(size, message)
-        return check
-
-    for what, candidates in (('full', None), ('sampled', 10)):
-        monkeypatch.setattr(paths_module, 'check_memory', recording(what))
-        compute_ranks(UnseenChoices(AppliedRules.mine(
-            data, 2, tie_break=model, counts=mined.counts), [5.]), data,
-            'valid', num_candidates=candidates)
-    assert needed['sampled'] < needed['full']
-    monkeypatch.setattr(paths_module, 'check_memory', real_check)
     full = choose_scorer(model, data, 2, mined=mined, num_candidates=10)
     assert 'sampled' not in full.reason
     assert torch.equal(full.valid_ranks[-1].ranks['realistic'],
                        compute_ranks(model, data, 'valid')
                        .ranks['realistic'])
-    limit = (needed['sampled'] + needed['full']) / 2
-    monkeypatch.setattr(budget_module, 'available_memory',
-                        lambda **_: limit)
+
+    def limited(size, message):
+        if message.endswith('to length 2'):
+            raise ResourceError(f'{message} needs about 19.0 GB of memory')
+
+    monkeypatch.setattr(paths_module, 'check_memory', limited)
     assert choose_scorer(model, data, 2, mined=mined).name == 'model'
     choice = choose_scorer(model, data, 2, scorer='rules', mined=mined,
                            num_candidates=10, seed=3)
@@ -689,6 +677,15 @@ def test_where_full_paths_do_not_fit_the_choice_ranks_sampled_candidates(
     assert len(choice.valid_ranks) == len(UNSEEN_CHOICES) + 1
     assert all((ranks.ranks['pessimistic'] <= 11).all()
                for ranks in choice.valid_ranks)
+    # The rules' ranks are those of the same rules ranked so.
+    rules = AppliedRules.mine(data, 2, unseen=choice.unseen, tie_break=model,
+                              counts=mined.counts,
+                              constant_counts=mined.constant_counts)
+    assert torch.equal(
+        choice.valid_ranks[UNSEEN_CHOICES.index(choice.unseen)]
+        .ranks['realistic'],
+        compute_ranks(rules, data, 'valid', num_candidates=10,
+                      candidate_seed=3).ranks['realistic'])
 
 
 def test_noisy_or_aggregation_on_a_hand_worked_example():
@@ -893,3 +890,63 @@ def test_targets_are_scored_in_the_order_of_all_entities(L, seed):
         applied(graph, head, relation, targets=targets, remove_tail=head)
     with pytest.raises(ValueError, match='boolean mask of shape'):
         applied(graph, head, relation, targets=targets[:, :-1])
+
+
+@pytest.mark.parametrize('L', [2, 3])
+def test_paths_expanded_in_parts_score_as_expanded_whole(L, monkeypatch):
+    # With at most 8 walks per part, most queries' states are split (a
+    # state reached from several parts is one firing of its rules): the
+    # same scores, with and without targets and without the queries' own
+    # edges, under max-plus and noisy-or.
+    data = random_kg(0, N=12, E=60)
+    R, N = data.num_relations, data.num_nodes
+    model = RuleReasoner(R, num_steps=L).eval()
+    graph = resolve_graph(data, num_relations=R)
+    head = torch.arange(0, N, 3).repeat(2 * R)
+    relation = torch.arange(2 * R).repeat_interleave(head.numel() // (2 * R))
+    tail = torch.randint(0, N, head.shape,
+                         generator=torch.Generator().manual_seed(1))
+    targets = torch.rand(head.numel(), N,
+                         generator=torch.Generator().manual_seed(2)) < 0.4
+    calls = [{}, {'targets': targets}, {'remove_tail': tail}]
+    for aggregation, keys in (('max-plus', 3), ('noisy-or', 50)):
+        applied = AppliedRules.mine(data, L, min_support=1, unseen=0.5,
+                                    tie_break=model, aggregation=aggregation,
+                                    num_keys=keys)
+        whole = [applied(graph, head, relation, **c) for c in calls]
+        with monkeypatch.context() as m:
+            m.setattr(paths_module, 'MAX_WALKS', 8)
+            parts = [applied(graph, head, relation, **c) for c in calls]
+        for w, p in zip(whole, parts):
+            assert torch.equal(w, p)
+
+
+def test_the_firings_of_a_ranking_are_checked_against_the_memory(
+        monkeypatch):
+    # Each expansion step fits but the rules' firings gathered over the
+    # steps do not: refused as they grow (a hub's paths, expanded in parts,
+    # can reach every entity through many rules), naming the firings.
+    import pyg_degreembed.training.budget as budget_module
+    from pyg_degreembed.interpret import applied_rules as applied_module
+    from pyg_degreembed.training.budget import ResourceError
+    data = random_kg(0, N=12, E=60)
+    R, N = data.num_relations, data.num_nodes
+    graph = resolve_graph(data, num_relations=R)
+    head = torch.arange(N).repeat(2 * R)
+    relation = torch.arange(2 * R).repeat_interleave(N)
+    applied = AppliedRules.mine(data, 3, min_support=1, constants=False)
+    steps = []
+    monkeypatch.setattr(paths_module, 'MAX_WALKS', 64)  # steps in parts
+    monkeypatch.setattr(paths_module, 'check_memory',
+                        lambda size, what: steps.append(size))
+    (cells, _), _ = applied._firings(graph, head, relation, None)
+    firings = applied_module.FIRING_BYTES * cells.numel()
+    assert max(steps) < firings - 1
+    monkeypatch.setattr(budget_module, 'available_memory',
+                        lambda **_: firings - 1)
+    with pytest.raises(ResourceError, match=r"The rules' [\d,]+ firings on "
+                       f'{head.numel()} queries needs about'):
+        applied(graph, head, relation)
+    monkeypatch.setattr(budget_module, 'available_memory',
+                        lambda **_: 2 * firings)
+    applied(graph, head, relation)

@@ -186,8 +186,9 @@ def batch_worker(process, world_size, out_dir):
         return lambda batch: 10**6 * batch
 
     budget.training_estimate = probe
-    # Process 1 sees less memory free than process 0.
-    budget.available_memory = lambda **_: (40 - 20 * process) * 10**6
+    # Process 1 sees less memory free than process 0 (each its share).
+    budget.available_memory = lambda trimmed=False, sharers=1: \
+        (40 - 20 * process) * 10**6 // sharers
     data = chain_kg()
     model = RuleReasoner(3, num_steps=2, embedding_dim=4, hidden_channels=4)
     batch = budget.training_batch(model, data, 128, automatic=True)

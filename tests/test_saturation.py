@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from pyg_degreembed import TypedGraph, from_edge_index
+from pyg_degreembed.interpret import paths as paths_module
 from pyg_degreembed.interpret.paths import (expand_paths, path_counts,
                                             pattern_of)
 from pyg_degreembed.interpret.saturation import saturation, saturation_table
@@ -67,6 +68,42 @@ def test_expand_paths_states_are_distinct_sorted_and_counted(random_graph):
                 for v in product[x].nonzero().view(-1).tolist():
                     expected[w, v, pat] = int(product[x, v])
         assert got == expected
+
+
+def test_expanding_in_parts_reaches_the_same_states_in_bounded_parts(
+        random_graph, monkeypatch):
+    # expand_paths_in_parts: each step's states split into parts of at most
+    # max_walks out-edges (or one state) and each part expanded alone;
+    # merged over the parts, the states of expand_paths; each part sorted
+    # and distinct.
+    graph = TypedGraph(*random_graph)
+    N, K = graph.num_nodes, graph.num_edge_types
+    start = torch.tensor([3, 0, 7, 3, 5])
+    whole = [{(int(w), int(v), int(p)) for w, v, p in zip(walk, node, pattern)}
+             for walk, node, pattern, _ in expand_paths(graph, start, 3)]
+    out_deg = graph.node_ptr[1:] - graph.node_ptr[:-1]
+    expanded = []  # (states, their out-edges) of each expansion
+    real_step = paths_module._expand_step
+
+    def step(graph, state, *args):
+        expanded.append((state[1].numel(), int(out_deg[state[1]].sum())))
+        return real_step(graph, state, *args)
+
+    monkeypatch.setattr(paths_module, '_expand_step', step)
+    for max_walks in (1, 4, 10**9):
+        expanded.clear()
+        got = [set() for _ in range(3)]
+        for level, walk, node, pattern in \
+                paths_module.expand_paths_in_parts(graph, start, 3, 3,
+                                                   max_walks=max_walks):
+            key = (walk * N + node) * (K + 1)**level + pattern
+            assert bool((key[1:] > key[:-1]).all())
+            got[level - 1] |= {(int(w), int(v), int(p))
+                               for w, v, p in zip(walk, node, pattern)}
+        assert got == whole
+        assert all(states == 1 or edges <= max_walks
+                   for states, edges in expanded)
+        assert (len(expanded) == 3) == (max_walks == 10**9)
 
 
 def test_hand_worked_saturation():

@@ -189,7 +189,11 @@ def test_processes_on_one_machine_probe_their_share_of_its_memory(
         return lambda batch: 10**6 * batch
 
     monkeypatch.setattr(budget, 'training_estimate', per_query_megabyte)
-    monkeypatch.setattr(budget, 'available_memory', lambda **_: 40 * 10**6)
+
+    def memory(megabytes):  # the system's, each process its share
+        return lambda trimmed=False, sharers=1: megabytes * 10**6 // sharers
+
+    monkeypatch.setattr(budget, 'available_memory', memory(40))
     data = chain_kg()
     model = RuleReasoner(data.num_relations, num_steps=2, embedding_dim=4,
                          hidden_channels=4)  # 4 kB of parameters
@@ -207,7 +211,7 @@ def test_processes_on_one_machine_probe_their_share_of_its_memory(
     # 30 MB: alone 16 (16 MB of 27); two processes 16 as well (8 MB each of
     # 13.5), each probing its share of 128; on two machines (one process
     # each), 32.
-    monkeypatch.setattr(budget, 'available_memory', lambda **_: 30 * 10**6)
+    monkeypatch.setattr(budget, 'available_memory', memory(30))
     probes.clear()
     assert budget.training_batch(model, data, 128, automatic=True) == 16
     assert probes == [64]

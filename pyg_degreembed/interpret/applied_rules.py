@@ -87,12 +87,14 @@ from pyg_degreembed.interpret.constant_rules import (MIN_CONFIDENCE,
                                                      ConstantRules,
                                                      rule_confidence)
 from pyg_degreembed.interpret.paths import (check_pattern_keys, expand_paths,
+                                            expand_paths_in_parts,
                                             pattern_of, walk_chunks)
 from pyg_degreembed.interpret.query_paths import query_paths
 from pyg_degreembed.interpret.redundancy import (RuleOverlap,
                                                  check_redundancy,
                                                  rule_clusters, rule_overlap)
 from pyg_degreembed.interpret.rules import Rule, format_atom
+from pyg_degreembed.training.budget import check_memory
 
 #: How the rules that reach a candidate make its rank (see the module's
 #: description).
@@ -106,6 +108,10 @@ KEY_WEIGHT = 1e-9
 #: The most walks (paths before merging, from the heads) of the queries
 #: scored at once; a head with more is scored alone.
 GROUP_WALKS = 10**9
+#: Memory a rule firing (a rule reaching a cell) takes until the cells'
+#: keys are found: its cell and rule, their concatenation and the sort of
+#: the keys (:func:`_best_keys`), 8 bytes each.
+FIRING_BYTES = 64
 
 
 class Aggregation(NamedTuple):
@@ -664,6 +670,7 @@ class AppliedRules(Module):
             targets.reshape(-1).nonzero().view(-1)
         last = None if target is None else self._last_types()
         cell, rule = [head.new_empty(0)], [head.new_empty(0)]
+        fired = [0]  # the firings so far
 
         def reached(walk, node, pattern, distinct=True):
             # The firings of the rules whose pattern the paths complete
@@ -679,31 +686,46 @@ class AppliedRules(Module):
                 cells, rules = firing // M, firing % M
             cell.append(cells)
             rule.append(rules)
+            fired[0] += cells.numel()
+            check_memory(FIRING_BYTES * fired[0],
+                         f"The rules' {fired[0]:,} firings on "
+                         f'{head.numel()} queries')
 
         # The walk count sizes the chunks only, it does not refuse: the
         # expansion follows the rules' prefixes and merges equal states
         # (on a hub-heavy 1M-triple KG, 64 queries are 3.3e11 walks and 32
-        # of them ranked in 18 s); each step's memory is checked. With
+        # of them ranked in 18 s); each step's memory is checked, and states
+        # with more out-edges than MAX_WALKS are expanded in parts (a hub's
+        # paths of two edges at 10M needed 6.2 GB at once). With
         # targets, the paths are expanded to L - 1 edges and their last
         # edge read from the targets' side.
         steps = L if target is None else L - 1
+        parted = False  # whether some state was reached in several parts
         for begin, end in walk_chunks(graph, head, steps, head.numel(),
                                       max_total=None):
             part = None if removed is None else \
                 (removed[0][begin:end], removed[1][begin:end])
-            walk = torch.arange(end - begin, device=head.device)
-            node, pattern = head[begin:end], torch.zeros_like(walk)
-            if steps:
-                for step, (walk, node, pattern, _) in enumerate(expand_paths(
-                        graph, head[begin:end], L, part,
-                        prefixes=(relation[begin:end], self.rule_prefix)),
-                        1):
-                    reached(walk + begin, node, pattern)
-                    if step == steps:  # with targets, the last edge apart
-                        break
-            if target is not None:
-                reached(*_last_edges(graph, walk + begin, node, pattern,
-                                     relation, target, last), distinct=False)
+            if not steps:  # L = 1 with targets: the last edge from the heads
+                walk = torch.arange(end - begin, device=head.device)
+                reached(*_last_edges(graph, walk + begin, head[begin:end],
+                                     torch.zeros_like(walk), relation,
+                                     target, last), distinct=False)
+                continue
+            parts = [0] * (steps + 1)
+            for step, walk, node, pattern in expand_paths_in_parts(
+                    graph, head[begin:end], L, steps, part,
+                    (relation[begin:end], self.rule_prefix)):
+                parts[step] += 1
+                reached(walk + begin, node, pattern)
+                if step == steps and target is not None:
+                    # With targets, the last edge apart.
+                    reached(*_last_edges(graph, walk + begin, node, pattern,
+                                         relation, target, last),
+                            distinct=False)
+            parted |= max(parts) > 1
+        if parted:  # each firing once
+            firing = torch.unique(torch.cat(cell) * M + torch.cat(rule))
+            cell, rule = [firing // M], [firing % M]
         constant = None
         if self.constant_rules is not None:
             query, node, _, fired = self.constant_rules.fire(

@@ -58,56 +58,120 @@ def expand_paths(graph: TypedGraph, start: Tensor, num_steps: int,
             allowed too, e.g. the prefixes of the rules of each walk's
             query relation). (default: :obj:`None`, all paths)
     """
-    N, K = graph.num_nodes, graph.num_edge_types
     if by_pattern:
-        check_pattern_keys(K, num_steps, start.numel() * N)
-    walk = torch.arange(start.numel(), device=start.device)
-    node = start
-    pattern = torch.zeros_like(start)
-    count = torch.ones(start.numel(), device=start.device,
-                       dtype=torch.long if weight is None else torch.double)
+        check_pattern_keys(graph.num_edge_types, num_steps,
+                           start.numel() * graph.num_nodes)
+    state = _start_state(start, weight is None)
     for step in range(1, num_steps + 1):
-        out_deg = graph.node_ptr[node + 1] - graph.node_ptr[node]
-        typed = None
-        if by_pattern and prefixes is not None:
-            typed = _typed_edges(graph, walk, node, pattern, prefixes,
-                                 num_steps, float(out_deg.sum()))
-        size = float(out_deg.sum()) if typed is None else typed[1].numel()
-        check_memory(BYTES_PER_WALK * size,
-                     f'Expanding {start.numel()} paths to length {step}')
-        entry, edge = ragged_arange(graph.node_ptr[node], out_deg) \
-            if typed is None else typed
-        if removed is not None:
-            walk_e = walk[entry]
-            keep = outside_ranges(edge, removed[0][walk_e],
-                                  removed[1][walk_e])
+        state = _expand_step(graph, state, step, num_steps, start.numel(),
+                             removed, weight, offset, by_pattern, prefixes)
+        yield state
+
+
+def _start_state(start: Tensor, counted: bool
+                 ) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+    # The paths of length 0: (walk, node, pattern, count) of each start.
+    walk = torch.arange(start.numel(), device=start.device)
+    return walk, start, torch.zeros_like(start), torch.ones(
+        start.numel(), device=start.device,
+        dtype=torch.long if counted else torch.double)
+
+
+def _expand_step(graph: TypedGraph,
+                 state: Tuple[Tensor, Tensor, Tensor, Tensor], step: int,
+                 num_steps: int, num_starts: int,
+                 removed: Optional[Tuple[Tensor, Tensor]] = None,
+                 weight: Optional[SourceWeights] = None, offset: int = 0,
+                 by_pattern: bool = True,
+                 prefixes: Optional[Tuple[Tensor, Tensor]] = None
+                 ) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+    # One step of expand_paths: the states (walk, node, pattern, count) of
+    # length `step` from those of length step - 1, merged.
+    N, K = graph.num_nodes, graph.num_edge_types
+    walk, node, pattern, count = state
+    out_deg = graph.node_ptr[node + 1] - graph.node_ptr[node]
+    typed = None
+    if by_pattern and prefixes is not None:
+        typed = _typed_edges(graph, walk, node, pattern, prefixes,
+                             num_steps, float(out_deg.sum()))
+    size = float(out_deg.sum()) if typed is None else typed[1].numel()
+    check_memory(BYTES_PER_WALK * size,
+                 f'Expanding {num_starts} paths to length {step}')
+    entry, edge = ragged_arange(graph.node_ptr[node], out_deg) \
+        if typed is None else typed
+    if removed is not None:
+        walk_e = walk[entry]
+        keep = outside_ranges(edge, removed[0][walk_e], removed[1][walk_e])
+        entry, edge = entry[keep], edge[keep]
+    # The key (walk, entity, pattern) of every expanded path, as the sum of
+    # a part per state and a part per edge; equal keys merge.
+    base = (K + 1)**step if by_pattern else 1
+    if by_pattern:
+        if prefixes is not None and typed is None:
+            label, allowed = prefixes
+            extended = pattern[entry] * (K + 1) + graph.edge_type[edge]
+            keep = find_sorted(allowed, label[walk[entry]] *
+                               (K + 1)**num_steps + extended + 1)[1]
             entry, edge = entry[keep], edge[keep]
-        # The key (walk, entity, pattern) of every expanded path, as the
-        # sum of a part per state and a part per edge; equal keys merge.
-        base = (K + 1)**step if by_pattern else 1
-        if by_pattern:
-            if prefixes is not None and typed is None:
-                label, allowed = prefixes
-                extended = pattern[entry] * (K + 1) + graph.edge_type[edge]
-                keep = find_sorted(allowed, label[walk[entry]] *
-                                   (K + 1)**num_steps + extended + 1)[1]
-                entry, edge = entry[keep], edge[keep]
-            key = (walk * (N * base) + pattern * (K + 1))[entry] + \
-                (graph.edge_dst * base + graph.edge_type + 1)[edge]
-        else:
-            key = (walk * N)[entry] + graph.edge_dst[edge]
-        key, inverse = torch.unique(key, return_inverse=True)
-        spread = count[entry]
-        if weight is not None:
-            spread = spread * weight.at(graph.edge_src[edge],
-                                        graph.edge_type[edge],
-                                        walk[entry] + offset).double()
-        count = count.new_zeros(key.numel()).index_add_(0, inverse, spread)
-        pattern = key % base
-        walk = key // base
-        node = walk % N
-        walk = walk // N
-        yield walk, node, pattern, count
+        key = (walk * (N * base) + pattern * (K + 1))[entry] + \
+            (graph.edge_dst * base + graph.edge_type + 1)[edge]
+    else:
+        key = (walk * N)[entry] + graph.edge_dst[edge]
+    key, inverse = torch.unique(key, return_inverse=True)
+    spread = count[entry]
+    if weight is not None:
+        spread = spread * weight.at(graph.edge_src[edge],
+                                    graph.edge_type[edge],
+                                    walk[entry] + offset).double()
+    count = count.new_zeros(key.numel()).index_add_(0, inverse, spread)
+    pattern = key % base
+    walk = key // base
+    node = walk % N
+    walk = walk // N
+    return walk, node, pattern, count
+
+
+def expand_paths_in_parts(graph: TypedGraph, start: Tensor, num_steps: int,
+                          last_step: int,
+                          removed: Optional[Tuple[Tensor, Tensor]] = None,
+                          prefixes: Optional[Tuple[Tensor, Tensor]] = None,
+                          max_walks: Optional[int] = None
+                          ) -> Iterator[Tuple[int, Tensor, Tensor, Tensor]]:
+    r"""The states :obj:`(walk, node, pattern)` of :func:`expand_paths`
+    (same arguments; :obj:`num_steps` numbers the patterns and
+    :obj:`prefixes`) after each step :math:`l = 1, \ldots,`
+    :obj:`last_step`, in parts: where the states of a step have more
+    out-edges than :obj:`max_walks` (default :data:`MAX_WALKS`), they are
+    halved (by their out-edges, a state never split) until each part has at
+    most that many or is one state, and each part is expanded on its own.
+    Yields :obj:`(l, walk, node, pattern)` per part, sorted and distinct
+    within it; a state reached from states of several parts is yielded
+    once per part (merge them).  Bounds the memory of a step by a part's
+    expansion whatever the walks of the start's paths (a hub's)."""
+    if max_walks is None:
+        max_walks = MAX_WALKS
+    check_pattern_keys(graph.num_edge_types, num_steps,
+                       start.numel() * graph.num_nodes)
+    stack = [(0, _start_state(start, True))]
+    while stack:
+        step, state = stack.pop()
+        out_deg = graph.node_ptr[state[1] + 1] - graph.node_ptr[state[1]]
+        total = float(out_deg.sum())
+        if out_deg.numel() > 1 and total > max_walks:
+            half = int(torch.searchsorted(out_deg.cumsum(0).double(),
+                                          total / 2))
+            half = min(max(half, 1), out_deg.numel() - 1)
+            walk, node, pattern, count = state
+            stack.append((step, (walk[half:], node[half:], pattern[half:],
+                                 count[half:])))
+            stack.append((step, (walk[:half], node[:half], pattern[:half],
+                                 count[:half])))
+            continue
+        state = _expand_step(graph, state, step + 1, num_steps,
+                             start.numel(), removed, None, 0, True, prefixes)
+        yield step + 1, state[0], state[1], state[2]
+        if step + 1 < last_step:
+            stack.append((step + 1, state))
 
 
 def _typed_edges(graph: TypedGraph, walk: Tensor, node: Tensor,
