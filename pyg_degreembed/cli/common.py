@@ -97,8 +97,7 @@ def _eval_candidates_arg(p):
                    'candidates drawn at random (seeded, the same for every '
                    'model; the OGB protocol, for large KGs) instead of '
                    'against all entities (the rules scoring only those; '
-                   'train chooses its scorer on validation ranked so where '
-                   "the rules' paths to all entities do not fit); "
+                   'train chooses its scorer on validation ranked so too); '
                    'its metrics are labelled and not comparable with full '
                    'ranking (None: all)')
 
