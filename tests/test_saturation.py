@@ -79,8 +79,8 @@ def test_expanding_in_parts_reaches_the_same_states_in_bounded_parts(
     graph = TypedGraph(*random_graph)
     N, K = graph.num_nodes, graph.num_edge_types
     start = torch.tensor([3, 0, 7, 3, 5])
-    whole = [{(int(w), int(v), int(p)) for w, v, p in zip(walk, node, pattern)}
-             for walk, node, pattern, _ in expand_paths(graph, start, 3)]
+    want = [{(int(w), int(v), int(p)) for w, v, p in zip(walk, node, pattern)}
+            for walk, node, pattern, _ in expand_paths(graph, start, 3)]
     out_deg = graph.node_ptr[1:] - graph.node_ptr[:-1]
     expanded = []  # (states, their out-edges) of each expansion
     real_step = paths_module._expand_step
@@ -93,17 +93,20 @@ def test_expanding_in_parts_reaches_the_same_states_in_bounded_parts(
     for max_walks in (1, 4, 10**9):
         expanded.clear()
         got = [set() for _ in range(3)]
-        for level, walk, node, pattern in \
+        wholes = set()
+        for level, walk, node, pattern, whole in \
                 paths_module.expand_paths_in_parts(graph, start, 3, 3,
                                                    max_walks=max_walks):
+            wholes.add(whole)
             key = (walk * N + node) * (K + 1)**level + pattern
             assert bool((key[1:] > key[:-1]).all())
             got[level - 1] |= {(int(w), int(v), int(p))
                                for w, v, p in zip(walk, node, pattern)}
-        assert got == whole
+        assert got == want
         assert all(states == 1 or edges <= max_walks
                    for states, edges in expanded)
-        assert (len(expanded) == 3) == (max_walks == 10**9)
+        assert (len(expanded) == 3) == (max_walks == 10**9) == \
+            (wholes == {True})
 
 
 def test_hand_worked_saturation():

@@ -670,7 +670,11 @@ class AppliedRules(Module):
             targets.reshape(-1).nonzero().view(-1)
         last = None if target is None else self._last_types()
         cell, rule = [head.new_empty(0)], [head.new_empty(0)]
-        fired = [0]  # the firings so far
+        # The firings gathered; whether some state was reached in several
+        # parts (its firings then counted once at the end, and checked
+        # against the memory as they are gathered: the parts' expansions
+        # are bounded, what they reach is not).
+        gathered, parted = [0], [False]
 
         def reached(walk, node, pattern, distinct=True):
             # The firings of the rules whose pattern the paths complete
@@ -686,10 +690,11 @@ class AppliedRules(Module):
                 cells, rules = firing // M, firing % M
             cell.append(cells)
             rule.append(rules)
-            fired[0] += cells.numel()
-            check_memory(FIRING_BYTES * fired[0],
-                         f"The rules' {fired[0]:,} firings on "
-                         f'{head.numel()} queries')
+            gathered[0] += cells.numel()
+            if parted[0]:
+                check_memory(FIRING_BYTES * gathered[0],
+                             f"The rules' {gathered[0]:,} firings on "
+                             f'{head.numel()} queries')
 
         # The walk count sizes the chunks only, it does not refuse: the
         # expansion follows the rules' prefixes and merges equal states
@@ -700,7 +705,6 @@ class AppliedRules(Module):
         # targets, the paths are expanded to L - 1 edges and their last
         # edge read from the targets' side.
         steps = L if target is None else L - 1
-        parted = False  # whether some state was reached in several parts
         for begin, end in walk_chunks(graph, head, steps, head.numel(),
                                       max_total=None):
             part = None if removed is None else \
@@ -711,19 +715,17 @@ class AppliedRules(Module):
                                      torch.zeros_like(walk), relation,
                                      target, last), distinct=False)
                 continue
-            parts = [0] * (steps + 1)
-            for step, walk, node, pattern in expand_paths_in_parts(
+            for step, walk, node, pattern, whole in expand_paths_in_parts(
                     graph, head[begin:end], L, steps, part,
                     (relation[begin:end], self.rule_prefix)):
-                parts[step] += 1
+                parted[0] |= not whole
                 reached(walk + begin, node, pattern)
                 if step == steps and target is not None:
                     # With targets, the last edge apart.
                     reached(*_last_edges(graph, walk + begin, node, pattern,
                                          relation, target, last),
                             distinct=False)
-            parted |= max(parts) > 1
-        if parted:  # each firing once
+        if parted[0]:  # each firing once
             firing = torch.unique(torch.cat(cell) * M + torch.cat(rule))
             cell, rule = [firing // M], [firing % M]
         constant = None

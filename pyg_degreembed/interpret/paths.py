@@ -136,7 +136,8 @@ def expand_paths_in_parts(graph: TypedGraph, start: Tensor, num_steps: int,
                           removed: Optional[Tuple[Tensor, Tensor]] = None,
                           prefixes: Optional[Tuple[Tensor, Tensor]] = None,
                           max_walks: Optional[int] = None
-                          ) -> Iterator[Tuple[int, Tensor, Tensor, Tensor]]:
+                          ) -> Iterator[Tuple[int, Tensor, Tensor, Tensor,
+                                              bool]]:
     r"""The states :obj:`(walk, node, pattern)` of :func:`expand_paths`
     (same arguments; :obj:`num_steps` numbers the patterns and
     :obj:`prefixes`) after each step :math:`l = 1, \ldots,`
@@ -144,17 +145,19 @@ def expand_paths_in_parts(graph: TypedGraph, start: Tensor, num_steps: int,
     out-edges than :obj:`max_walks` (default :data:`MAX_WALKS`), they are
     halved (by their out-edges, a state never split) until each part has at
     most that many or is one state, and each part is expanded on its own.
-    Yields :obj:`(l, walk, node, pattern)` per part, sorted and distinct
-    within it; a state reached from states of several parts is yielded
-    once per part (merge them).  Bounds the memory of a step by a part's
-    expansion whatever the walks of the start's paths (a hub's)."""
+    Yields :obj:`(l, walk, node, pattern, whole)` per part, sorted and
+    distinct within it, :obj:`whole` telling whether no step up to
+    :math:`l` was split (the states of :func:`expand_paths`); a state
+    reached from states of several parts is yielded once per part (merge
+    them).  Bounds the memory of a step by a part's expansion whatever the
+    walks of the start's paths (a hub's)."""
     if max_walks is None:
         max_walks = MAX_WALKS
     check_pattern_keys(graph.num_edge_types, num_steps,
                        start.numel() * graph.num_nodes)
-    stack = [(0, _start_state(start, True))]
+    stack = [(0, _start_state(start, True), True)]
     while stack:
-        step, state = stack.pop()
+        step, state, whole = stack.pop()
         out_deg = graph.node_ptr[state[1] + 1] - graph.node_ptr[state[1]]
         total = float(out_deg.sum())
         if out_deg.numel() > 1 and total > max_walks:
@@ -163,15 +166,15 @@ def expand_paths_in_parts(graph: TypedGraph, start: Tensor, num_steps: int,
             half = min(max(half, 1), out_deg.numel() - 1)
             walk, node, pattern, count = state
             stack.append((step, (walk[half:], node[half:], pattern[half:],
-                                 count[half:])))
+                                 count[half:]), False))
             stack.append((step, (walk[:half], node[:half], pattern[:half],
-                                 count[:half])))
+                                 count[:half]), False))
             continue
         state = _expand_step(graph, state, step + 1, num_steps,
                              start.numel(), removed, None, 0, True, prefixes)
-        yield step + 1, state[0], state[1], state[2]
+        yield step + 1, state[0], state[1], state[2], whole
         if step + 1 < last_step:
-            stack.append((step + 1, state))
+            stack.append((step + 1, state, whole))
 
 
 def _typed_edges(graph: TypedGraph, walk: Tensor, node: Tensor,
