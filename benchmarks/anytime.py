@@ -11,7 +11,7 @@ Per dataset and budget B, one run after the other, alone on the machine:
   else its defaults), in its own process; ``wall_seconds`` is the process's
   wall time less its test ranking (which the command times and reports:
   ``test_ranking_seconds``); ``test_mrr`` is the filtered test MRR with
-  realistic ties; ``peak_rss_gb`` the process's peak.  On the GraIL splits
+  realistic ties; ``peak_rss_gb`` the process's peak (sampled).  On the GraIL splits
   (fb237_v1, WN18RR_v1) the model trained on X ranks the test triples of
   X_ind on X_ind's graph (``pyg-degreembed evaluate --graph``), timed
   apart like the test ranking.
@@ -36,7 +36,7 @@ import shutil
 import sys
 import tempfile
 
-from common import (ANYBURL_DIR, RESULTS, SHARED, machine, peak_rss_gb,
+from common import (ANYBURL_DIR, RESULTS, SHARED, machine,
                     timed, update_readme, write_json, write_markdown)
 
 ANYBURL = os.path.join(ANYBURL_DIR, 'run.sh')
@@ -55,11 +55,10 @@ def folder(name: str) -> str:
 
 def ours(dataset: str, budget: float, work: str) -> dict:
     checkpoint = os.path.join(work, 'run.pt')
-    argv = ['/usr/bin/time', '-f', '%M', sys.executable, '-m',
-            'pyg_degreembed.cli', 'train', '--dataset', folder(dataset),
-            '--time-budget', str(budget), '--checkpoint', checkpoint,
-            '--no-progress', '--overwrite']
-    out, code, seconds = timed(argv)
+    argv = [sys.executable, '-m', 'pyg_degreembed.cli', 'train',
+            '--dataset', folder(dataset), '--time-budget', str(budget),
+            '--checkpoint', checkpoint, '--no-progress', '--overwrite']
+    out, code, seconds, peak = timed(argv)
     if code != 0:
         raise RuntimeError(f'{" ".join(argv)} failed:\n{out}')
     with open(os.path.splitext(checkpoint)[0] + '.json') as f:
@@ -68,17 +67,17 @@ def ours(dataset: str, budget: float, work: str) -> dict:
            'wall_seconds': round(seconds - metrics['ranking_seconds'], 1),
            'run_seconds': round(metrics['run_seconds'], 1),
            'test_ranking_seconds': round(metrics['ranking_seconds'], 1),
-           'peak_rss_gb': round(peak_rss_gb(out), 2),
+           'peak_rss_gb': round(peak, 2),
            'log': [line for line in out.splitlines()
                    if line.startswith(('rule length', 'time budget',
                                        'mining', 'stopped', 'applied',
                                        'scorer', 'checkpoint'))]}
     if dataset in INDUCTIVE:
-        argv = ['/usr/bin/time', '-f', '%M', sys.executable, '-m',
-                'pyg_degreembed.cli', 'evaluate', '--checkpoint', checkpoint,
-                '--graph', folder(dataset) + '_ind', '--json',
+        argv = [sys.executable, '-m', 'pyg_degreembed.cli', 'evaluate',
+                '--checkpoint', checkpoint, '--graph',
+                folder(dataset) + '_ind', '--json',
                 os.path.join(work, 'ind.json')]
-        out, code, seconds = timed(argv)
+        out, code, seconds, peak = timed(argv)
         if code != 0:
             raise RuntimeError(f'{" ".join(argv)} failed:\n{out}')
         with open(os.path.join(work, 'ind.json')) as f:
@@ -86,8 +85,7 @@ def ours(dataset: str, budget: float, work: str) -> dict:
         row['transductive_test_mrr'] = row['test_mrr']
         row['test_mrr'] = metrics['metrics']['realistic']['mrr']
         row['test_ranking_seconds'] = round(seconds, 1)
-        row['peak_rss_gb'] = max(row['peak_rss_gb'],
-                                 round(peak_rss_gb(out), 2))
+        row['peak_rss_gb'] = max(row['peak_rss_gb'], round(peak, 2))
     return row
 
 
@@ -104,7 +102,8 @@ def anyburl_once(dataset: str, learn: int, work: str) -> dict:
         args = [','.join(trains), os.path.join(base, 'valid.txt'),
                 os.path.join(base, 'test.txt')]
     out_dir = os.path.join(work, f'anyburl-{learn}')
-    out, code, seconds = timed(['bash', ANYBURL, out_dir, str(learn), *args])
+    out, code, seconds, _ = timed(['bash', ANYBURL, out_dir, str(learn),
+                                   *args])
     if code != 0:
         raise RuntimeError(f'AnyBURL failed:\n{out}')
     result = json.loads(out.strip().splitlines()[-1])

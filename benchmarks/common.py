@@ -9,6 +9,7 @@ import resource
 import statistics
 import subprocess
 import sys
+import threading
 import time
 
 import torch
@@ -83,19 +84,44 @@ def write_markdown(name: str, text: str, script: str) -> str:
     return path
 
 
-def timed(argv):
-    r"""Runs :obj:`argv`; returns its output (stdout and stderr), exit code
-    and wall seconds."""
+def _largest_rss(pid: int) -> int:
+    # The largest resident set (bytes) of `pid` and its descendants.
+    largest, stack = 0, [pid]
+    page = os.sysconf('SC_PAGE_SIZE')
+    while stack:
+        node = stack.pop()
+        try:
+            with open(f'/proc/{node}/statm') as f:
+                largest = max(largest, int(f.read().split()[1]) * page)
+            for task in os.listdir(f'/proc/{node}/task'):
+                with open(f'/proc/{node}/task/{task}/children') as f:
+                    stack += [int(child) for child in f.read().split()]
+        except (OSError, ValueError):
+            continue
+    return largest
+
+
+def timed(argv, interval: float = 0.5):
+    r"""Runs :obj:`argv`; returns its output (stdout and stderr), exit code,
+    wall seconds and peak RSS in GB: the largest process of its tree (under
+    torchrun, the largest worker), sampled every :obj:`interval` seconds
+    from ``/proc`` (not the kernel's maximum, ``ru_maxrss`` or ``/usr/bin/time
+    %M``, which the command resets when it measures its own peaks through
+    ``/proc/self/clear_refs``)."""
     start = time.perf_counter()
-    process = subprocess.run(argv, stdout=subprocess.PIPE,
-                             stderr=subprocess.STDOUT, text=True)
-    return process.stdout, process.returncode, time.perf_counter() - start
-
-
-def peak_rss_gb(out: str) -> float:
-    r"""The peak RSS in GB of a command run under ``/usr/bin/time -f %M``
-    (its output's last line, in KB)."""
-    return int(out.strip().splitlines()[-1]) / 1e6
+    process = subprocess.Popen(argv, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True)
+    output = []
+    reader = threading.Thread(target=lambda: output.append(
+        process.stdout.read()))
+    reader.start()
+    peak = 0
+    while process.poll() is None:
+        peak = max(peak, _largest_rss(process.pid))
+        time.sleep(interval)
+    reader.join()
+    return output[0], process.returncode, time.perf_counter() - start, \
+        peak / 1e9
 
 
 def save_run(name: str, fields: dict, info: dict) -> str:

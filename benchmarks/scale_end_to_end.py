@@ -14,12 +14,12 @@ generated into ``--work`` and kept there), then ``pyg-degreembed train
 ``--seconds-per-million`` (720: two hours at 10M), at least 60 s,
 everything else its defaults, alone on the machine in its own process
 (with ``--processes P > 1`` under ``torchrun --nproc_per_node P``, gloo),
-under ``/usr/bin/time``.
+its RSS sampled every 0.5 s (``common.timed``).
 
 A row: ``num_triples`` (generated), ``num_entities``, ``processes``,
-``budget_seconds``, ``max_memory_gb``, ``wall_seconds`` (the command's, less its test
-ranking), ``stage_seconds`` (set-up, mining, training, choice: what the
-command's metrics file records), ``test_ranking_seconds``, ``peak_rss_gb``
+``budget_seconds``, ``max_memory_gb``, ``wall_seconds`` (the command's,
+less its test ranking), ``stage_seconds`` (set-up, mining, training,
+choice: what the command's metrics file records), ``test_ranking_seconds``, ``peak_rss_gb``
 (of the command, the largest process under torchrun), ``mrr_sampled``
 (realistic ties, each test answer against 500 filtered candidates drawn
 at random: the OGB protocol, not comparable with full ranking),
@@ -40,7 +40,7 @@ import re
 import sys
 from typing import Optional
 
-from common import (RESULTS, figure, machine, peak_rss_gb, save_figure, timed,
+from common import (RESULTS, figure, machine, save_figure, timed,
                     write_json, write_markdown)
 from synthetic import generate, planted_recall, write
 
@@ -84,13 +84,13 @@ def run(triples: int, processes: int, seconds_per_million: float,
         if processes == 1 else \
         [sys.executable, '-m', 'torch.distributed.run', '--nproc_per_node',
          str(processes), '-m', 'pyg_degreembed.cli']
-    argv = ['/usr/bin/time', '-f', '%M', *launcher, 'train', '--dataset',
+    argv = [*launcher, 'train', '--dataset',
             folder, '--time-budget', f'{budget:g}', '--eval-candidates',
             str(EVAL_CANDIDATES), '--checkpoint', checkpoint, '--no-progress',
             '--overwrite']
     if max_memory is not None:
         argv += ['--max-memory', f'{max_memory:g}']
-    out, code, seconds = timed(argv)
+    out, code, seconds, peak = timed(argv)
     if code != 0:
         raise RuntimeError(f'{" ".join(argv)} failed:\n{out}')
     with open(os.path.splitext(checkpoint)[0] + '.json') as f:
@@ -112,7 +112,7 @@ def run(triples: int, processes: int, seconds_per_million: float,
         'stage_seconds': {k: round(v, 1) for k, v in
                           metrics['stage_seconds'].items()},
         'test_ranking_seconds': round(metrics['ranking_seconds'], 1),
-        'peak_rss_gb': round(peak_rss_gb(out), 2),
+        'peak_rss_gb': round(peak, 2),
         'mrr_sampled': metrics['metrics']['realistic']['mrr'],
         'eval_candidates': metrics['eval_candidates'],
         'planted_recall': recall(checkpoint, folder),
