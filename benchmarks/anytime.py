@@ -11,8 +11,8 @@ Per dataset and budget B, one run after the other, alone on the machine:
   else its defaults), in its own process; ``wall_seconds`` is the process's
   wall time less its test ranking (which the command times and reports:
   ``test_ranking_seconds``); ``test_mrr`` is the filtered test MRR with
-  realistic ties; ``peak_rss_gb`` the process's peak (sampled).  On the GraIL splits
-  (fb237_v1, WN18RR_v1) the model trained on X ranks the test triples of
+  realistic ties; ``peak_rss_gb`` the process's peak (sampled).  On the
+  GraIL splits (fb237_v1, WN18RR_v1) the model trained on X ranks the test triples of
   X_ind on X_ind's graph (``pyg-degreembed evaluate --graph``), timed
   apart like the test ranking.
 * AnyBURL (``../shared/tools/anyburl/run.sh``, release 23-1, 2 threads): its
