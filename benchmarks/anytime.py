@@ -12,9 +12,9 @@ Per dataset and budget B, one run after the other, alone on the machine:
   wall time less its test ranking (which the command times and reports:
   ``test_ranking_seconds``); ``test_mrr`` is the filtered test MRR with
   realistic ties; ``peak_rss_gb`` the process's peak (sampled).  On the
-  GraIL splits (fb237_v1, WN18RR_v1) the model trained on X ranks the test triples of
-  X_ind on X_ind's graph (``pyg-degreembed evaluate --graph``), timed
-  apart like the test ranking.
+  GraIL splits (fb237_v1, WN18RR_v1) the model trained on X ranks the
+  test triples of X_ind on X_ind's graph (``pyg-degreembed evaluate
+  --graph``), timed apart like the test ranking.
 * AnyBURL (``../shared/tools/anyburl/run.sh``, release 23-1, 2 threads): its
   learning time is chosen so that learning + applying fit in B (applying
   includes its test predictions, which ours leaves out): first B/2 (B/4

@@ -20,8 +20,8 @@ A row: ``num_triples`` (generated), ``num_entities``, ``processes``,
 ``budget_seconds``, ``max_memory_gb``, ``wall_seconds`` (the command's,
 less its test ranking), ``stage_seconds`` (set-up, mining, training,
 choice: what the command's metrics file records), ``test_ranking_seconds``,
-``peak_rss_gb`` (of the command, the largest process under torchrun), ``mrr_sampled``
-(realistic ties, each test answer against 500 filtered candidates drawn
+``peak_rss_gb`` (of the command, the largest process under torchrun),
+``mrr_sampled`` (realistic ties, each test answer against 500 filtered candidates drawn
 at random: the OGB protocol, not comparable with full ranking),
 ``planted_recall`` (the share of the planted rules among the 10 best rules
 of their head relation in the checkpoint's applied rules,
