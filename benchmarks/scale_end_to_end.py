@@ -21,8 +21,9 @@ A row: ``num_triples`` (generated), ``num_entities``, ``processes``,
 less its test ranking), ``stage_seconds`` (set-up, mining, training,
 choice: what the command's metrics file records), ``test_ranking_seconds``,
 ``peak_rss_gb`` (of the command, the largest process under torchrun),
-``mrr_sampled`` (realistic ties, each test answer against 500 filtered candidates drawn
-at random: the OGB protocol, not comparable with full ranking),
+``mrr_sampled`` (realistic ties, each test answer against 500 filtered
+candidates drawn at random: the OGB protocol, not comparable with full
+ranking),
 ``planted_recall`` (the share of the planted rules among the 10 best rules
 of their head relation in the checkpoint's applied rules,
 ``synthetic.planted_recall``) and the command's summary lines.
