@@ -554,23 +554,26 @@ def _local_ranks(model, graph, triples, true_answers, batch_size,
                     answer[chunk], true_pairs, allowed, drawn)
                 for key in KEYS:
                     ranking[key][chunk.cpu()] = ranks[key].cpu()
-        if report is not None:
-            report.update(batch.numel())
+        return batch.numel()
 
     # On the CPU, the first batch is one query whose peak memory sizes the
     # others (ranking_batch): the scores of every entity and the model's
     # intermediates, per query, can outgrow the memory on a large KG (on
     # 937k entities, the model's 256 queries took 13 GB).
     Q = query_head.numel()
-    report = progress(n) if progress is not None else None
-    start, size = 0, batch_size
+    start, size, answers = 0, batch_size, []
     if device.type == 'cpu' and batch_size > 1 and Q > 1:
-        peak = resident_peak(lambda: rank_batch(0, 1))
+        peak = resident_peak(lambda: answers.append(rank_batch(0, 1)))
         if peak is not None:
             start, size = 1, ranking_batch(peak, batch_size)
+    # The batches reported: the one-query batch counts with the next.
+    report = None if progress is None else progress(-(-(Q - start) // size))
     while start < Q:
         stop = min(start + size, Q)
-        rank_batch(start, stop)
+        answered = rank_batch(start, stop) + sum(answers)
+        answers.clear()
+        if report is not None:
+            report.update(answered)
         start = stop
     if report is not None:
         report.close()
