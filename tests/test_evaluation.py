@@ -220,9 +220,10 @@ def test_the_ranking_batch_is_sized_by_the_memory_one_query_takes(
     # (100 MB: 4 queries); the ranks are those of any batch size.
     import pyg_degreembed.training.budget as budget_module
     from pyg_degreembed.training.budget import resident_peak
+    from test_candidates import small_kg
     if resident_peak(lambda: None) is None:
         pytest.skip('the resident set is not measured here')
-    kg = toy_ranking_kg()
+    kg, _ = small_kg()
     model = MemoryScorer(kg.num_nodes, 2 * kg.num_relations)
     want = compute_ranks(model, kg, 'test', batch_size=2)
     monkeypatch.setattr(budget_module, 'available_memory',
@@ -239,18 +240,3 @@ def test_the_ranking_batch_is_sized_by_the_memory_one_query_takes(
     model.sizes = []
     compute_ranks(model, kg, 'test', batch_size=3)
     assert model.sizes[:2] == [1, 3]
-
-
-def toy_ranking_kg():
-    from torch_geometric.data import Data
-    gen = torch.Generator().manual_seed(0)
-    N, R = 30, 2
-    triples = torch.unique(torch.stack([
-        torch.randint(0, N, (80, ), generator=gen),
-        torch.randint(0, R, (80, ), generator=gen),
-        torch.randint(0, N, (80, ), generator=gen)]), dim=1)
-    train, test = triples[:, ::2], triples[:, 1::2]
-    return Data(edge_index=train[[0, 2]], edge_type=train[1], num_nodes=N,
-                train_edge_type=train[1], train_edge_index=train[[0, 2]],
-                test_edge_index=test[[0, 2]], test_edge_type=test[1],
-                num_relations=R)
