@@ -19,6 +19,7 @@ from pyg_degreembed import compute_ranks, fit
 from pyg_degreembed.data.datasets import BUNDLED, load_dataset
 from pyg_degreembed.evaluation.ranks import TIE_POLICIES
 from pyg_degreembed.interpret.rule_length import choose_rule_length
+from pyg_degreembed.training.budget import process_peak
 from pyg_degreembed.training.checkpoint import save_json
 from pyg_degreembed.training.files import atomic_write
 
@@ -129,8 +130,8 @@ def save_run(name: str, fields: dict, info: dict) -> str:
     run), :obj:`info` (what was measured), the peak RSS and the machine."""
     return write_json(name, {
         **fields, **info,
-        'peak_rss_gb': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss /
-        1e6,
+        'peak_rss_gb': (process_peak() or resource.getrusage(
+            resource.RUSAGE_SELF).ru_maxrss * 1000) / 1e9,
         'machine': machine()})
 
 

@@ -63,3 +63,23 @@ def test_a_memory_limit_counts_what_the_process_holds(monkeypatch):
     finally:
         budget.set_memory_limit(None)
     assert budget.available_memory(trimmed=True) == 2**40
+
+
+@pytest.mark.skipif(not sys.platform.startswith('linux'),
+                    reason='reads /proc')
+def test_the_process_peak_counts_what_a_measured_peak_resets():
+    # resident_peak resets Linux's VmHWM (and ru_maxrss with it);
+    # process_peak still holds the peak from before.
+    import resource
+
+    import torch
+    from pyg_degreembed.training import budget
+    held = torch.ones(64 * 2**20)  # 256 MB resident
+    top = budget._status_bytes('VmRSS')
+    del held
+    assert budget.resident_peak(lambda: None) is not None
+    # (The counters are per page and updated lazily: 128 MB of margin.)
+    assert budget._status_bytes('VmHWM') < top - 2**27
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 < \
+        top - 2**27
+    assert budget.process_peak() > top - 2**27

@@ -168,6 +168,22 @@ def _status_bytes(field: str) -> int:
     raise ValueError(field)
 
 
+#: The process's peak resident set before :func:`resident_peak` last reset
+#: it (:func:`process_peak`).
+_earlier_peak = 0
+
+
+def process_peak() -> Optional[int]:
+    r"""The process's peak resident set in bytes since it started
+    (:obj:`None` where the system does not say), counting what
+    :func:`resident_peak` resets (Linux's :obj:`VmHWM`, and with it
+    :obj:`getrusage`'s :obj:`ru_maxrss`)."""
+    try:
+        return max(_earlier_peak, _status_bytes('VmHWM'))
+    except (OSError, ValueError):
+        return None
+
+
 def resident_peak(run: Callable[[], None]) -> Optional[int]:
     r"""The bytes by which the process's resident set grows at its peak
     while :obj:`run()` runs, from the freed memory handed back first
@@ -176,8 +192,10 @@ def resident_peak(run: Callable[[], None]) -> Optional[int]:
     system does not let it be measured, :obj:`None`, and :obj:`run` is not
     called."""
     from pyg_degreembed.training.runtime import trim_freed_memory
+    global _earlier_peak
     trim_freed_memory()
     try:
+        _earlier_peak = max(_earlier_peak, _status_bytes('VmHWM'))
         with open('/proc/self/clear_refs', 'w') as f:
             f.write('5')
         before = _status_bytes('VmRSS')
