@@ -78,7 +78,7 @@ from pyg_degreembed.data.convert import as_kg
 from pyg_degreembed.data.kg import (check_positive_ints, check_rule_length,
                                     graph_queries, index_tensor,
                                     query_edges)
-from pyg_degreembed.data.ragged import find_sorted, ragged_arange
+from pyg_degreembed.data.ragged import find_sorted
 from pyg_degreembed.data.resolve import resolve_graph
 from pyg_degreembed.data.typed_graph import TypedGraph
 from pyg_degreembed.interpret.constant_rules import (MIN_CONFIDENCE,
@@ -86,10 +86,14 @@ from pyg_degreembed.interpret.constant_rules import (MIN_CONFIDENCE,
                                                      ConstantRuleCounts,
                                                      ConstantRules,
                                                      rule_confidence)
-from pyg_degreembed.interpret.paths import (check_pattern_keys, expand_paths,
+from pyg_degreembed.interpret.paths import (check_pattern_keys, cost_ranges,
+                                            expand_paths,
                                             expand_paths_in_parts,
                                             pattern_of, walk_chunks)
 from pyg_degreembed.interpret.query_paths import query_paths
+from pyg_degreembed.interpret.target_paths import (forward_depths,
+                                                   paths_to_targets,
+                                                   suffix_keys)
 from pyg_degreembed.interpret.redundancy import (RuleOverlap,
                                                  check_redundancy,
                                                  rule_clusters, rule_overlap)
@@ -244,6 +248,8 @@ class AppliedRules(Module):
         self.register_buffer('rule_key', key)
         self.register_buffer('rule_prefix', self._prefixes(key),
                              persistent=False)
+        self.register_buffer('rule_suffix', suffix_keys(
+            key, self.num_edge_types, num_steps), persistent=False)
         self.register_buffer('confidence', confidence.double()[perm])
         if (support is None) != (groundings is None):
             raise ValueError("'support' and 'groundings' go together")
@@ -630,15 +636,22 @@ class AppliedRules(Module):
         out[best.cells] = best.values[best.levels]
         return out.view(B, N, self.num_keys)
 
-    def _groups(self, graph: TypedGraph, head: Tensor
+    def _groups(self, graph: TypedGraph, head: Tensor,
+                targets: Optional[Tensor] = None
                 ) -> List[Tuple[int, int]]:
         # The queries scored at once: consecutive ranges whose heads' walks
-        # add up to at most GROUP_WALKS (a hub's head alone). A hub's query
-        # fires most rules on most entities (on a 1M-triple KG, 64 queries
-        # at once took more than 24 GB); the firings of one group are
-        # reduced to their cells' best keys before the next.
-        return walk_chunks(graph, head, self.num_steps, head.numel(),
-                           max_walks=GROUP_WALKS, max_total=None)
+        # (with targets, the walks of the paths met in the middle) add up
+        # to at most GROUP_WALKS (a hub's head alone). A hub's query fires
+        # most rules on most entities (on a 1M-triple KG, 64 queries at
+        # once took more than 24 GB); the firings of one group are reduced
+        # to their cells' best keys before the next.
+        if targets is None:
+            return walk_chunks(graph, head, self.num_steps, head.numel(),
+                               max_walks=GROUP_WALKS, max_total=None)
+        walks, _ = forward_depths(graph, head,
+                                  targets.reshape(-1).nonzero().view(-1),
+                                  self.num_steps)
+        return cost_ranges(walks, head.numel(), GROUP_WALKS)
 
     def _fired(self, graph, head, relation, remove_tail, num_columns,
                targets=None):
@@ -658,7 +671,7 @@ class AppliedRules(Module):
         # Every rule that reaches an entity y for query b: the cells
         # b * N + y and the rules' indices, of the path rules, then of the
         # constant rules (None without them); with `targets`, those of the
-        # target cells only (the last edge read from them, see _last_edges).
+        # target cells only (paths met in the middle, see target_paths).
         N, P, L = graph.num_nodes, self._num_patterns, self.num_steps
         M = max(self.rule_key.numel(), 1)
         removed = None
@@ -668,63 +681,57 @@ class AppliedRules(Module):
         # The target cells b * N + y, sorted.
         target = None if targets is None else \
             targets.reshape(-1).nonzero().view(-1)
-        last = None if target is None else self._last_types()
         cell, rule = [head.new_empty(0)], [head.new_empty(0)]
         # The firings gathered; whether some state was reached in several
-        # parts (its firings then counted once at the end, and checked
-        # against the memory as they are gathered: the parts' expansions
-        # are bounded, what they reach is not).
-        gathered, parted = [0], [False]
+        # parts or paths (its firings then counted once at the end, and
+        # checked against the memory as they are gathered: the parts'
+        # expansions are bounded, what they reach is not).
+        gathered, parted = [0], [target is not None]
 
-        def reached(walk, node, pattern, distinct=True):
-            # The firings of the rules whose pattern the paths complete
-            # (each once: the paths' states are distinct, or made so).
+        def reached(walk, node, pattern):
+            # The firings of the rules whose pattern the paths complete.
+            if targets is not None:  # the paths to targets (a lookup)
+                keep = targets[walk, node]
+                walk, node, pattern = walk[keep], node[keep], pattern[keep]
             at, found = find_sorted(self.rule_key,
                                     relation[walk] * P + pattern)
             found &= node != head[walk]  # never the head itself
-            if target is not None:
-                found &= find_sorted(target, walk * N + node)[1]
-            cells, rules = (walk * N + node)[found], at[found]
-            if not distinct:
-                firing = torch.unique(cells * M + rules)
-                cells, rules = firing // M, firing % M
-            cell.append(cells)
-            rule.append(rules)
-            gathered[0] += cells.numel()
+            cell.append((walk * N + node)[found])
+            rule.append(at[found])
+            gathered[0] += cell[-1].numel()
             if parted[0]:
                 check_memory(FIRING_BYTES * gathered[0],
                              f"The rules' {gathered[0]:,} firings on "
                              f'{head.numel()} queries')
 
-        # The walk count sizes the chunks only, it does not refuse: the
-        # expansion follows the rules' prefixes and merges equal states
-        # (on a hub-heavy 1M-triple KG, 64 queries are 3.3e11 walks and 32
-        # of them ranked in 18 s); each step's memory is checked, and states
-        # with more out-edges than MAX_WALKS are expanded in parts (a hub's
-        # paths of two edges at 10M needed 6.2 GB at once). With
-        # targets, the paths are expanded to L - 1 edges and their last
-        # edge read from the targets' side.
-        steps = L if target is None else L - 1
-        for begin, end in walk_chunks(graph, head, steps, head.numel(),
-                                      max_total=None):
+        if target is not None:
+            # The paths met in the middle (see target_paths): the cost
+            # follows the targets' paths, not every entity a hub reaches.
+            for found in paths_to_targets(
+                    graph, head, target,
+                    forward_depths(graph, head, target, L)[1], L,
+                    (relation, self.rule_prefix),
+                    (relation, self.rule_suffix)):
+                reached(*found)
+            walk_ranges = []
+        else:
+            # The walk count sizes the chunks only, it does not refuse: the
+            # expansion follows the rules' prefixes and merges equal states
+            # (on a hub-heavy 1M-triple KG, 64 queries are 3.3e11 walks and
+            # 32 of them ranked in 18 s); each step's memory is checked, and
+            # states with more out-edges than MAX_WALKS are expanded in
+            # parts (a hub's paths of two edges at 10M needed 6.2 GB at
+            # once).
+            walk_ranges = walk_chunks(graph, head, L, head.numel(),
+                                      max_total=None)
+        for begin, end in walk_ranges:
             part = None if removed is None else \
                 (removed[0][begin:end], removed[1][begin:end])
-            if not steps:  # L = 1 with targets: the last edge from the heads
-                walk = torch.arange(end - begin, device=head.device)
-                reached(*_last_edges(graph, walk + begin, head[begin:end],
-                                     torch.zeros_like(walk), relation,
-                                     target, last), distinct=False)
-                continue
             for step, walk, node, pattern, whole in expand_paths_in_parts(
-                    graph, head[begin:end], L, steps, part,
+                    graph, head[begin:end], L, L, part,
                     (relation[begin:end], self.rule_prefix)):
                 parted[0] |= not whole
                 reached(walk + begin, node, pattern)
-                if step == steps and target is not None:
-                    # With targets, the last edge apart.
-                    reached(*_last_edges(graph, walk + begin, node, pattern,
-                                         relation, target, last),
-                            distinct=False)
         if parted[0]:  # each firing once
             firing = torch.unique(torch.cat(cell) * M + torch.cat(rule))
             cell, rule = [firing // M], [firing % M]
@@ -737,15 +744,6 @@ class AppliedRules(Module):
                 keep = find_sorted(target, constant[0])[1]
                 constant = (constant[0][keep], constant[1][keep])
         return (torch.cat(cell), torch.cat(rule)), constant
-
-    def _last_types(self) -> Tensor:
-        # [2R, 2R]: whether some rule of length L of query relation q ends
-        # with an edge of type k (row q, column k).
-        K, P = self.num_edge_types, self._num_patterns
-        key = self.rule_key[self.rule_key % P >= P // (K + 1)]
-        last = torch.zeros(K, K, dtype=torch.bool, device=key.device)
-        last[key // P, key % (K + 1) - 1] = True
-        return last
 
     @torch.no_grad()
     def forward(self, edge_index: Any, edge_type: Optional[Tensor] = None,
@@ -761,10 +759,12 @@ class AppliedRules(Module):
         With :obj:`targets`, a boolean mask :obj:`[B, N]`, only the target
         entities of each query are scored (what sampled-candidate
         evaluation ranks), in the same order as without it; the others
-        score :math:`-\infty`.  The rules' paths are then followed to
-        :math:`L - 1` edges and their last edge read backwards from the
-        targets, so the cost follows the targets' edges rather than every
-        entity the rules reach (not with :obj:`remove_tail`).
+        score :math:`-\infty`.  The rules' paths are then met in the
+        middle: :math:`a` edges out of the head, the rest read backwards
+        from the targets, :math:`a` chosen per query for the fewest walks
+        (:mod:`~pyg_degreembed.interpret.target_paths`), so that a hub's
+        query costs the targets' paths rather than every entity the rules
+        reach (not with :obj:`remove_tail`).
 
         :rtype: :class:`torch.Tensor` of shape :obj:`[B, N]`
         """
@@ -778,7 +778,7 @@ class AppliedRules(Module):
         targets = _check_targets(targets, head.numel(), graph, remove_tail)
         if self.model_weight:
             self._weighted_model()  # refused before any work without one
-        groups = self._groups(graph, head)
+        groups = self._groups(graph, head, targets)
         if len(groups) > 1:
             return torch.cat([self.forward(
                 graph, head[a:b], relation[a:b], remove_tail=None
@@ -892,7 +892,7 @@ class AppliedRules(Module):
             raise ValueError("the answer-type rules' counts are not kept: "
                              'mine without answer_types')
         targets = _check_targets(targets, head.numel(), graph, remove_tail)
-        groups = self._groups(graph, head)
+        groups = self._groups(graph, head, targets)
         if len(groups) > 1:
             return torch.cat([self.score_with_unseen(
                 graph, head[a:b], relation[a:b], unseen, None
@@ -1162,37 +1162,6 @@ class _BestKeys(NamedTuple):
             logs, 'sum', lengths=self.counts.clamp(max=num_keys)))
 
 
-def _last_edges(graph: TypedGraph, walk: Tensor, node: Tensor,
-                pattern: Tensor, relation: Tensor, target: Tensor,
-                last: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
-    r"""The paths of the states :obj:`(walk, node, pattern)` of
-    :math:`L - 1` edges (sorted by walk and node) extended by an edge to a
-    target cell :math:`\mathrm{walk} \cdot N + y` (sorted) whose type
-    :math:`k` ends some rule of the walk's relation :math:`q`
-    (:obj:`last[q, k]`): each target's edges :math:`y \xrightarrow{k'} m`
-    read backwards as :math:`m \xrightarrow{k} y` and joined with the
-    states at :math:`m`; as :obj:`(walk, y, pattern)`, a path through
-    several :math:`m` as often."""
-    N, K = graph.num_nodes, last.size(0)
-    lo = torch.searchsorted(target, walk[0] * N) if walk.numel() else 0
-    hi = torch.searchsorted(target, (walk[-1] + 1) * N) \
-        if walk.numel() else 0
-    t_walk, t_node = target[lo:hi] // N, target[lo:hi] % N
-    start = graph.node_ptr[t_node]
-    row, edge = ragged_arange(start, graph.node_ptr[t_node + 1] - start)
-    w, y = t_walk[row], t_node[row]
-    m, k = graph.edge_dst[edge], (graph.edge_type[edge] + K // 2) % K
-    keep = last[relation[w], k]
-    w, y, m, k = w[keep], y[keep], m[keep], k[keep]
-    state = walk * N + node
-    key = w * N + m
-    first = torch.searchsorted(state, key)
-    pair, at = ragged_arange(first,
-                             torch.searchsorted(state, key, right=True) -
-                             first)
-    return w[pair], y[pair], pattern[at] * (K + 1) + k[pair] + 1
-
-
 def _check_targets(targets: Optional[Tensor], B: int, graph: TypedGraph,
                    remove_tail: Optional[Tensor]) -> Optional[Tensor]:
     # The target mask of AppliedRules.forward, checked.
@@ -1200,8 +1169,8 @@ def _check_targets(targets: Optional[Tensor], B: int, graph: TypedGraph,
         return None
     if remove_tail is not None:
         raise ValueError("'targets' and 'remove_tail' do not go together: "
-                         'the last edges read from the targets do not '
-                         'leave the query\'s own edge out')
+                         'the paths read backwards from the targets do '
+                         'not leave the query\'s own edge out')
     if targets.dtype != torch.bool or \
             tuple(targets.shape) != (B, graph.num_nodes):
         raise ValueError(f"'targets' must be a boolean mask of shape "
