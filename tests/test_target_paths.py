@@ -5,6 +5,7 @@ import torch
 
 from pyg_degreembed import TypedGraph
 from pyg_degreembed.interpret import paths as paths_module
+from pyg_degreembed.interpret import target_paths
 from pyg_degreembed.interpret.paths import pattern_of
 from pyg_degreembed.interpret.target_paths import (forward_depths,
                                                    paths_to_targets,
@@ -82,21 +83,32 @@ def test_forward_depths_take_the_fewest_walks(random_graph, L):
     walks, depth = forward_depths(graph, head, targets.view(-1).nonzero()
                                   .view(-1), L)
     within = dense_walks(edge_index, edge_type, N, K, L)
+    exactly = torch.cat([torch.ones(1, N, dtype=torch.double),
+                         within[1:] - within[:-1]])
     for b in range(9):
-        cost = [float(within[a, head[b]] + within[L - a][targets[b]].sum())
-                for a in range(L)]
+        # Backward: the targets' walks of up to L - a edges; forward: the
+        # head's of a - 1, then the lesser of its walks of a edges and a
+        # lookup per (walk of a - 1 edges, backward walk).
+        back = [float(within[L - a][targets[b]].sum()) for a in range(L)]
+        cost = [back[0]] + [
+            back[a] + float(within[a - 1, head[b]]) +
+            min(float(exactly[a, head[b]]),
+                float(exactly[a - 1, head[b]]) * back[a])
+            for a in range(1, L)]
         assert float(walks[b]) == pytest.approx(min(cost))
         assert cost[int(depth[b])] == pytest.approx(min(cost))
 
 
 @pytest.mark.parametrize('L', [1, 2, 3])
-@pytest.mark.parametrize('depths', ['each', 'mixed', 'chosen', 'parts'])
+@pytest.mark.parametrize('depths', ['each', 'mixed', 'chosen', 'parts',
+                                    'lookups'])
 def test_paths_met_in_the_middle_equal_dense_products(random_graph, L,
                                                       depths, monkeypatch):
     # The (query, target, rule pattern) triples reached by the paths met
     # at every forward depth (all at one, mixed, as forward_depths chooses,
-    # and with the hubs' states expanded in parts) are those of the dense
-    # products of the patterns' adjacency matrices.
+    # with the hubs' states expanded in parts, and with every last forward
+    # edge looked up) are those of the dense products of the patterns'
+    # adjacency matrices.
     edge_index, edge_type, N, K = random_graph
     graph = TypedGraph(*random_graph)
     M = dense_operators(edge_index, edge_type, N, K) > 0
@@ -123,7 +135,10 @@ def test_paths_met_in_the_middle_equal_dense_products(random_graph, L,
                      for y in (reach & targets[b]).nonzero().view(-1)}
     if depths == 'parts':
         monkeypatch.setattr(paths_module, 'MAX_WALKS', 3)
-    runs = [torch.full((B,), a) for a in range(L)] if depths == 'each' \
+    if depths == 'lookups':
+        monkeypatch.setattr(target_paths, 'LOOKUP_COST', 0)
+    runs = [torch.full((B,), a) for a in range(L)] \
+        if depths in ('each', 'lookups') \
         else [torch.randint(0, L, (B,), generator=gen)] \
         if depths == 'mixed' else [forward_depths(graph, head, target, L)[1]]
     for depth in runs:

@@ -14,17 +14,24 @@ the rules' suffixes; the two meet at their common entities.  Each query's
 :math:`\sum_{l \leq a} \mathbf{w}_l(h) + \sum_y \sum_{l \leq L - a}
 \mathbf{w}_l(y)` (:func:`~pyg_degreembed.interpret.paths.walk_counts`).
 """
+import itertools
 from typing import Iterator, NamedTuple, Tuple
 
 import torch
 from torch import Tensor
 
-from pyg_degreembed.data.ragged import ragged_arange
+from pyg_degreembed.data.ragged import find_sorted, ragged_arange
 from pyg_degreembed.data.typed_graph import TypedGraph
-from pyg_degreembed.interpret.paths import (BYTES_PER_WALK,
+from pyg_degreembed.interpret.paths import (BYTES_PER_WALK, _expand_step,
                                             expand_paths_in_parts,
                                             walk_chunks, walk_counts)
 from pyg_degreembed.training.budget import check_memory
+
+
+#: The cost of looking an edge up (a binary search in the graph's sorted
+#: edges) in out-edges read: a state's last edge is looked up toward the
+#: backward paths' entities where that costs less than its out-edges.
+LOOKUP_COST = 2
 
 
 def reversed_patterns(pattern: Tensor, length: int,
@@ -76,12 +83,17 @@ def forward_depths(graph: TypedGraph, head: Tensor, target: Tensor,
     """
     N, L, B = graph.num_nodes, num_steps, head.numel()
     walks = walk_counts(graph, L)
-    # [L + 1, N]: an entity's walks of at most l edges.
+    # [L + 1, N]: an entity's walks of exactly and of at most l edges.
+    exactly = torch.cat([walks.new_ones(1, N), walks])
     within = torch.cat([walks.new_zeros(1, N), walks.cumsum(0)])
     back = within.new_zeros(L + 1, B).index_add_(
-        1, target // N, within[:, target % N])
-    depth = torch.arange(L, device=head.device)
-    cost = within[depth][:, head] + back[L - depth]
+        1, target // N, within[:, target % N])[L - torch.arange(L)]
+    # Forward: the walks of a - 1 edges, then the last edge's walks or, if
+    # fewer, a lookup per (walk of a - 1 edges, backward path).
+    depth = torch.arange(1, L, device=head.device)
+    ahead = within[depth - 1][:, head] + torch.minimum(
+        exactly[depth][:, head], exactly[depth - 1][:, head] * back[1:])
+    cost = back + torch.cat([ahead.new_zeros(1, B), ahead])
     walks, depth = cost.min(0)
     return walks, depth
 
@@ -120,18 +132,65 @@ def paths_to_targets(graph: TypedGraph, head: Tensor, target: Tensor,
                                       queries.numel(), max_total=None):
             query = queries[begin:end]
             ends = _backward_ends(graph, query, target, L - a, L, suffixes)
+            # The paths of fewer than a edges (part by part: a hub's paths
+            # need not be held at once), those of a met with the backward
+            # paths (their last edge toward the backward paths' entities).
+            heads = (torch.arange(query.numel(), device=head.device),
+                     head[query], torch.zeros_like(query))
             if not a:  # the heads meet the backward paths
-                walk = torch.arange(query.numel(), device=head.device)
-                yield ends.meet(query, walk, head[query],
-                                torch.zeros_like(walk))
+                yield ends.meet(query, *heads)
                 continue
-            # The paths of fewer than a edges, those of a met (part by
-            # part: a hub's paths need not be held at once).
-            for step, walk, node, pattern, _ in expand_paths_in_parts(
-                    graph, head[query], L, a, None,
-                    (prefixes[0][query], prefixes[1])):
-                yield (query[walk], node, pattern) if step < a else \
-                    ends.meet(query, walk, node, pattern)
+            labels = (prefixes[0][query], prefixes[1])
+            end = torch.unique(ends.key)
+            for step, walk, node, pattern, _ in itertools.chain(
+                    [(0, *heads, True)], expand_paths_in_parts(
+                        graph, head[query], L, a - 1, None, labels)
+                    if a > 1 else ()):
+                if step:
+                    yield query[walk], node, pattern
+                if step == a - 1:
+                    yield ends.meet(query, *_toward(
+                        graph, (walk, node, pattern), a, L, labels, end,
+                        query.numel()))
+
+
+def _toward(graph: TypedGraph, state: Tuple[Tensor, Tensor, Tensor],
+            step: int, num_steps: int, prefixes: Tuple[Tensor, Tensor],
+            end: Tensor, num_starts: int) -> Tuple[Tensor, Tensor, Tensor]:
+    # The states (walk, node, pattern) one edge further, at least those at
+    # the entities `end` (walk * N + entity, sorted): each state's allowed
+    # out-edges, or, where fewer, a lookup of an edge of each allowed type
+    # toward each end entity of its walk (a hub's next edge is millions of
+    # out-edges but a few thousand lookups).
+    N, K, L = graph.num_nodes, graph.num_edge_types, num_steps
+    walk, node, pattern = state
+    label, allowed = prefixes
+    base = label[walk] * (K + 1)**L + pattern * (K + 1)
+    lo = torch.searchsorted(allowed, base + 1)
+    types = torch.searchsorted(allowed, base + K + 1) - lo
+    first = torch.searchsorted(end, walk * N)
+    ends = torch.searchsorted(end, (walk + 1) * N) - first
+    out_deg = graph.node_ptr[node + 1] - graph.node_ptr[node]
+    look = LOOKUP_COST * types * ends < out_deg
+    expanded = _expand_step(graph, (walk[~look], node[~look],
+                                    pattern[~look], torch.ones_like(
+                                        walk[~look])),
+                            step, L, num_starts, prefixes=prefixes)
+    # The looked-up edges: (state, allowed type), then each end entity.
+    looked = look.nonzero().view(-1)
+    at, child = ragged_arange(lo[looked], types[looked])
+    k = allowed[child] % (K + 1) - 1
+    at = looked[at]
+    check_memory(BYTES_PER_WALK * float(ends[at].sum()),
+                 f'Looking up the edges of {at.numel()} paths')
+    pair, which = ragged_arange(first[at], ends[at])
+    at, k, entity = at[pair], k[pair], end[which] % N
+    exists = find_sorted(graph.edge_keys,
+                         (node[at] * K + k) * N + entity)[1]
+    at, k, entity = at[exists], k[exists], entity[exists]
+    return (torch.cat([expanded[0], walk[at]]),
+            torch.cat([expanded[1], entity]),
+            torch.cat([expanded[2], pattern[at] * (K + 1) + k + 1]))
 
 
 class _Ends(NamedTuple):
