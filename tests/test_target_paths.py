@@ -61,19 +61,21 @@ def test_suffix_keys_are_the_backward_suffixes_and_their_prefixes():
     assert suffix_keys(key, K, L).tolist() == sorted(want)
 
 
-def dense_walks(edge_index, edge_type, N, K, L):
-    # [L + 1, N]: an entity's walks of at most l edges, by matrix powers.
-    M = dense_operators(edge_index, edge_type, N, K).sum(0)
-    out, power = [torch.zeros(N, dtype=torch.double)], torch.eye(
-        N, dtype=torch.double)
-    for _ in range(L):
-        power = power @ M
-        out.append(out[-1] + power.sum(1))
-    return torch.stack(out)
+def dense_walks(M, last, L):
+    # [L + 1, N]: per entity, sum over l' <= l of (M^(l' - 1) last): with
+    # last = M 1, its walks of at most l edges; by matrix products.
+    out, power = [torch.zeros_like(last), last], last
+    for _ in range(L - 1):
+        power = M @ power
+        out.append(out[-1] + power)
+    return torch.stack(out[:L + 1])
 
 
 @pytest.mark.parametrize('L', [1, 2, 3])
-def test_forward_depths_take_the_fewest_walks(random_graph, L):
+@pytest.mark.parametrize('hub', [2, 1000])
+def test_forward_depths_take_the_fewest_walks(random_graph, L, hub,
+                                              monkeypatch):
+    monkeypatch.setattr(target_paths, 'HUB_DEGREE', hub)
     edge_index, edge_type, N, K = random_graph
     graph = TypedGraph(*random_graph)
     gen = torch.Generator().manual_seed(L)
@@ -82,33 +84,32 @@ def test_forward_depths_take_the_fewest_walks(random_graph, L):
     targets[0] = False  # a query with no target
     walks, depth = forward_depths(graph, head, targets.view(-1).nonzero()
                                   .view(-1), L)
-    within = dense_walks(edge_index, edge_type, N, K, L)
-    exactly = torch.cat([torch.ones(1, N, dtype=torch.double),
-                         within[1:] - within[:-1]])
+    M = dense_operators(edge_index, edge_type, N, K).sum(0)
+    within = dense_walks(M, M.sum(1), L)
+    capped = dense_walks(M, M.sum(1).clamp(max=hub), L)
     for b in range(9):
         # Backward: the targets' walks of up to L - a edges; forward: the
-        # head's of a - 1, then the lesser of its walks of a edges and a
-        # lookup per (walk of a - 1 edges, backward walk).
-        back = [float(within[L - a][targets[b]].sum()) for a in range(L)]
-        cost = [back[0]] + [
-            back[a] + float(within[a - 1, head[b]]) +
-            min(float(exactly[a, head[b]]),
-                float(exactly[a - 1, head[b]]) * back[a])
-            for a in range(1, L)]
+        # head's of a - 1 edges, then those of a with at most `hub` last
+        # edges out of each entity.
+        h = head[b]
+        cost = [float(within[L - a][targets[b]].sum()) + (
+            float(within[a - 1, h] + capped[a, h] - capped[a - 1, h])
+            if a else 0.) for a in range(L)]
         assert float(walks[b]) == pytest.approx(min(cost))
         assert cost[int(depth[b])] == pytest.approx(min(cost))
 
 
 @pytest.mark.parametrize('L', [1, 2, 3])
 @pytest.mark.parametrize('depths', ['each', 'mixed', 'chosen', 'parts',
-                                    'lookups'])
+                                    'hubs', 'all hubs'])
 def test_paths_met_in_the_middle_equal_dense_products(random_graph, L,
                                                       depths, monkeypatch):
     # The (query, target, rule pattern) triples reached by the paths met
     # at every forward depth (all at one, mixed, as forward_depths chooses,
-    # with the hubs' states expanded in parts, and with every last forward
-    # edge looked up) are those of the dense products of the patterns'
-    # adjacency matrices.
+    # with the hubs' states expanded in parts, and with some or all
+    # entities hubs, whose last forward edge is read from the other side or
+    # looked up) are those of the dense products of the patterns' adjacency
+    # matrices.
     edge_index, edge_type, N, K = random_graph
     graph = TypedGraph(*random_graph)
     M = dense_operators(edge_index, edge_type, N, K) > 0
@@ -135,10 +136,12 @@ def test_paths_met_in_the_middle_equal_dense_products(random_graph, L,
                      for y in (reach & targets[b]).nonzero().view(-1)}
     if depths == 'parts':
         monkeypatch.setattr(paths_module, 'MAX_WALKS', 3)
-    if depths == 'lookups':
-        monkeypatch.setattr(target_paths, 'LOOKUP_COST', 0)
+    if depths.endswith('hubs'):
+        degree = graph.node_ptr[1:] - graph.node_ptr[:-1]
+        monkeypatch.setattr(target_paths, 'HUB_DEGREE', 0 if depths ==
+                            'all hubs' else int(degree.float().median()))
     runs = [torch.full((B,), a) for a in range(L)] \
-        if depths in ('each', 'lookups') \
+        if depths in ('each', 'hubs', 'all hubs') \
         else [torch.randint(0, L, (B,), generator=gen)] \
         if depths == 'mixed' else [forward_depths(graph, head, target, L)[1]]
     for depth in runs:

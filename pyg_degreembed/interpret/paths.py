@@ -8,7 +8,7 @@ no dense :math:`N \times N` matrix.  Saturation, grounded rule confidences
 and :class:`~pyg_degreembed.AppliedRules` are built on it.
 """
 import weakref
-from typing import Iterator, List, Optional, Tuple
+from typing import Dict, Iterator, List, Optional, Tuple
 
 import torch
 from torch import Tensor
@@ -236,32 +236,38 @@ def check_pattern_keys(num_edge_types: int, num_steps: int,
 MAX_WALKS = 4_000_000
 
 
-def walk_counts(graph: TypedGraph, num_steps: int) -> Tensor:
+def walk_counts(graph: TypedGraph, num_steps: int,
+                cap: Optional[int] = None) -> Tensor:
     r"""Per entity, its walks (paths before merging) of :math:`l = 1,
     \ldots,` :obj:`num_steps` edges: :math:`\mathbf{w}_l = \mathbf{M}
     \mathbf{w}_{l-1}`, :math:`\mathbf{w}_0 = \mathbf{1}`,
-    :math:`\mathbf{M}` counting the edges; kept for the graph (a pass over
-    its edges per step, at every call before).
+    :math:`\mathbf{M}` counting the edges; with :obj:`cap` :math:`c`, at
+    most :math:`c` last edges out of an entity counted:
+    :math:`\mathbf{w}_1 = \min(\mathbf{M} \mathbf{1}, c)`.  Kept for the
+    graph (each step is a pass over its edges).
 
     :rtype: :class:`torch.Tensor` of shape :obj:`[L, N]`, float64
     """
-    known = _WALK_COUNTS.get(graph)
+    kept = _WALK_COUNTS.setdefault(graph, {})
+    known = kept.get(cap)
     if known is None or known.size(0) < num_steps:
         rows, walks = [], torch.ones(graph.num_nodes, dtype=torch.double,
                                      device=graph.device)
         for _ in range(num_steps):
             walks = walks.new_zeros(graph.num_nodes).index_add_(
                 0, graph.edge_src, walks[graph.edge_dst])
+            if cap is not None and not rows:
+                walks = walks.clamp(max=cap)
             rows.append(walks)
         known = torch.stack(rows) if rows else \
             walks.new_zeros(0, graph.num_nodes)
-        _WALK_COUNTS[graph] = known
+        kept[cap] = known
     return known[:num_steps]
 
 
-# The walk counts of the graphs in use (see walk_counts).
-_WALK_COUNTS: 'weakref.WeakKeyDictionary[TypedGraph, Tensor]' = \
-    weakref.WeakKeyDictionary()
+# The walk counts of the graphs in use, by cap (see walk_counts).
+_WALK_COUNTS: 'weakref.WeakKeyDictionary[TypedGraph, Dict[Optional[int], ' \
+    'Tensor]]' = weakref.WeakKeyDictionary()
 
 
 def walk_totals(graph: TypedGraph, num_steps: int) -> Tensor:

@@ -9,10 +9,16 @@ entities first.  Here the paths of at most :math:`L` edges from a head
 those of up to :math:`L - a` edges out of each target read backwards (the
 graph holds every edge's inverse: :math:`y \xrightarrow{k'} m` is
 :math:`m \xrightarrow{k} y` with :math:`k` the inverse of :math:`k'`), by
-the rules' suffixes; the two meet at their common entities.  Each query's
-:math:`a \in [0, L)` is the one with the fewest walks (:func:`forward_depths`):
-:math:`\sum_{l \leq a} \mathbf{w}_l(h) + \sum_y \sum_{l \leq L - a}
-\mathbf{w}_l(y)` (:func:`~pyg_degreembed.interpret.paths.walk_counts`).
+the rules' suffixes; the two meet at their common entities.  The last
+forward edge is read from the lighter of its ends: an entity with more than
+:data:`HUB_DEGREE` out-edges (a hub) has its edges toward the backward
+paths' entities read from their side, or looked up where both ends are
+hubs.  Each query's :math:`a \in [0, L)` is the one with the fewest walks
+(:func:`forward_depths`, :func:`~pyg_degreembed.interpret.paths.walk_counts`):
+:math:`\sum_y \sum_{l \leq L - a} \mathbf{w}_l(y)` backwards, and
+forwards (for :math:`a \geq 1`) :math:`\sum_{l < a} \mathbf{w}_l(h)`
+plus the walks of :math:`a` edges counting at most :data:`HUB_DEGREE` last
+edges per entity.
 """
 import itertools
 from typing import Iterator, NamedTuple, Tuple
@@ -28,10 +34,10 @@ from pyg_degreembed.interpret.paths import (BYTES_PER_WALK, _expand_step,
 from pyg_degreembed.training.budget import check_memory
 
 
-#: The cost of looking an edge up (a binary search in the graph's sorted
-#: edges) in out-edges read: a state's last edge is looked up toward the
-#: backward paths' entities where that costs less than its out-edges.
-LOOKUP_COST = 2
+#: Out-edges above which an entity is a hub whose edges toward the
+#: backward paths' entities are read from their side or looked up, not
+#: read from its own (see :func:`paths_to_targets`).
+HUB_DEGREE = 1000
 
 
 def reversed_patterns(pattern: Tensor, length: int,
@@ -82,18 +88,16 @@ def forward_depths(graph: TypedGraph, head: Tensor, target: Tensor,
     :rtype: (walks :obj:`[B]` float64, depth :obj:`[B]`)
     """
     N, L, B = graph.num_nodes, num_steps, head.numel()
+    # [L + 1, N]: an entity's walks of at most l edges.
     walks = walk_counts(graph, L)
-    # [L + 1, N]: an entity's walks of exactly and of at most l edges.
-    exactly = torch.cat([walks.new_ones(1, N), walks])
     within = torch.cat([walks.new_zeros(1, N), walks.cumsum(0)])
     back = within.new_zeros(L + 1, B).index_add_(
         1, target // N, within[:, target % N])[L - torch.arange(L)]
-    # Forward: the walks of a - 1 edges, then the last edge's walks or, if
-    # fewer, a lookup per (walk of a - 1 edges, backward path).
-    depth = torch.arange(1, L, device=head.device)
-    ahead = within[depth - 1][:, head] + torch.minimum(
-        exactly[depth][:, head], exactly[depth - 1][:, head] * back[1:])
-    cost = back + torch.cat([ahead.new_zeros(1, B), ahead])
+    # Forward: the walks of a - 1 edges, then at most HUB_DEGREE last
+    # edges out of each entity (a hub's are found from the other side).
+    capped = walk_counts(graph, L, HUB_DEGREE)[:L - 1, head]
+    cost = back + torch.cat([capped.new_zeros(1, B),
+                             within[:L - 1, head] + capped])
     walks, depth = cost.min(0)
     return walks, depth
 
@@ -157,40 +161,72 @@ def paths_to_targets(graph: TypedGraph, head: Tensor, target: Tensor,
 def _toward(graph: TypedGraph, state: Tuple[Tensor, Tensor, Tensor],
             step: int, num_steps: int, prefixes: Tuple[Tensor, Tensor],
             end: Tensor, num_starts: int) -> Tuple[Tensor, Tensor, Tensor]:
-    # The states (walk, node, pattern) one edge further, at least those at
-    # the entities `end` (walk * N + entity, sorted): each state's allowed
-    # out-edges, or, where fewer, a lookup of an edge of each allowed type
-    # toward each end entity of its walk (a hub's next edge is millions of
-    # out-edges but a few thousand lookups).
+    # The states (walk, node, pattern) one edge further by an allowed
+    # edge type, at least those at the entities `end` (walk * N + entity,
+    # sorted). Each edge s -> e is found from the lighter of its ends: a
+    # state s of at most HUB_DEGREE out-edges reads them; the edges of a
+    # hub s toward an end e of at most HUB_DEGREE edges are read from e's
+    # side (its edges' inverses); between hubs, each allowed edge type is
+    # looked up in the graph's sorted edges.
     N, K, L = graph.num_nodes, graph.num_edge_types, num_steps
     walk, node, pattern = state
     label, allowed = prefixes
+    end_walk, end_node = end // N, end % N
+    end_hub = graph.node_ptr[end_node + 1] - \
+        graph.node_ptr[end_node] > HUB_DEGREE
+    hub_end = end[end_hub]
+    # Per state: its allowed types (from lo), the hub ends of its walk
+    # (from first), and whether it is a hub whose lookups are fewer than
+    # its out-edges.
     base = label[walk] * (K + 1)**L + pattern * (K + 1)
     lo = torch.searchsorted(allowed, base + 1)
     types = torch.searchsorted(allowed, base + K + 1) - lo
-    first = torch.searchsorted(end, walk * N)
-    ends = torch.searchsorted(end, (walk + 1) * N) - first
+    first = torch.searchsorted(hub_end, walk * N)
+    ends = torch.searchsorted(hub_end, (walk + 1) * N) - first
     out_deg = graph.node_ptr[node + 1] - graph.node_ptr[node]
-    look = LOOKUP_COST * types * ends < out_deg
-    expanded = _expand_step(graph, (walk[~look], node[~look],
-                                    pattern[~look], torch.ones_like(
-                                        walk[~look])),
-                            step, L, num_starts, prefixes=prefixes)
-    # The looked-up edges: (state, allowed type), then each end entity.
-    looked = look.nonzero().view(-1)
-    at, child = ragged_arange(lo[looked], types[looked])
-    k = allowed[child] % (K + 1) - 1
-    at = looked[at]
-    check_memory(BYTES_PER_WALK * float(ends[at].sum()),
-                 f'Looking up the edges of {at.numel()} paths')
+    hub = (out_deg > HUB_DEGREE) & (types * ends < out_deg)
+    light = ~hub
+    found = [_expand_step(graph, (walk[light], node[light], pattern[light],
+                                  torch.ones_like(walk[light])),
+                          step, L, num_starts, prefixes=prefixes)[:3]]
+    hub = hub.nonzero().view(-1)
+    hub_key, order = torch.sort(walk[hub] * N + node[hub])
+    hub = hub[order]
+    # Hubs toward light ends: the ends' edges e -> s read backwards.
+    light_end = (torch.isin(end_walk, walk[hub]) & ~end_hub).nonzero() \
+        .view(-1)
+    start = graph.node_ptr[end_node[light_end]]
+    row, edge = ragged_arange(start,
+                              graph.node_ptr[end_node[light_end] + 1] - start)
+    key = end_walk[light_end[row]] * N + graph.edge_dst[edge]
+    at = torch.searchsorted(hub_key, key)
+    count = torch.searchsorted(hub_key, key, right=True) - at
+    check_memory(BYTES_PER_WALK * float(count.sum()),
+                 f"Reading {light_end.numel()} entities' edges backwards")
+    pair, at = ragged_arange(at, count)
+    at = hub[at]
+    extended = pattern[at] * (K + 1) + \
+        (graph.edge_type[edge[pair]] + K // 2) % K + 1
+    keep = find_sorted(allowed, label[walk[at]] * (K + 1)**L +
+                       extended)[1]
+    found.append((walk[at][keep], end_node[light_end[row[pair]]][keep],
+                  extended[keep]))
+    # Hubs toward hubs: each allowed type looked up toward each hub end
+    # (fewer than the hub's out-edges).
+    at, child = ragged_arange(lo[hub], types[hub])
+    k, at = allowed[child] % (K + 1) - 1, hub[at]
     pair, which = ragged_arange(first[at], ends[at])
-    at, k, entity = at[pair], k[pair], end[which] % N
+    at, k, entity = at[pair], k[pair], hub_end[which] % N
     exists = find_sorted(graph.edge_keys,
                          (node[at] * K + k) * N + entity)[1]
     at, k, entity = at[exists], k[exists], entity[exists]
-    return (torch.cat([expanded[0], walk[at]]),
-            torch.cat([expanded[1], entity]),
-            torch.cat([expanded[2], pattern[at] * (K + 1) + k + 1]))
+    found.append((walk[at], entity, pattern[at] * (K + 1) + k + 1))
+    # Merged: a state reached through several hubs meets the backward
+    # paths once.
+    base = (K + 1)**step
+    key = torch.unique(torch.cat([(f[0] * N + f[1]) * base + f[2]
+                                  for f in found]))
+    return key // base // N, key // base % N, key % base
 
 
 class _Ends(NamedTuple):
