@@ -91,13 +91,13 @@ from pyg_degreembed.interpret.paths import (check_pattern_keys, cost_ranges,
                                             expand_paths_in_parts,
                                             pattern_of, walk_chunks)
 from pyg_degreembed.interpret.query_paths import query_paths
-from pyg_degreembed.interpret.target_paths import (forward_depths,
-                                                   paths_to_targets,
-                                                   suffix_keys)
 from pyg_degreembed.interpret.redundancy import (RuleOverlap,
                                                  check_redundancy,
                                                  rule_clusters, rule_overlap)
 from pyg_degreembed.interpret.rules import Rule, format_atom
+from pyg_degreembed.interpret.target_paths import (forward_depths,
+                                                   paths_to_targets,
+                                                   suffix_keys)
 from pyg_degreembed.training.budget import check_memory
 
 #: How the rules that reach a candidate make its rank (see the module's

@@ -251,8 +251,9 @@ def walk_counts(graph: TypedGraph, num_steps: int,
     kept = _WALK_COUNTS.setdefault(graph, {})
     known = kept.get(cap)
     if known is None or known.size(0) < num_steps:
-        rows, walks = [], torch.ones(graph.num_nodes, dtype=torch.double,
-                                     device=graph.device)
+        rows: List[Tensor] = []
+        walks = torch.ones(graph.num_nodes, dtype=torch.double,
+                           device=graph.device)
         for _ in range(num_steps):
             walks = walks.new_zeros(graph.num_nodes).index_add_(
                 0, graph.edge_src, walks[graph.edge_dst])
