@@ -198,12 +198,10 @@ def _toward(graph: TypedGraph, state: Tuple[Tensor, Tensor, Tensor],
     start = graph.node_ptr[end_node[light_end]]
     row, edge = ragged_arange(start,
                               graph.node_ptr[end_node[light_end] + 1] - start)
-    key = end_walk[light_end[row]] * N + graph.edge_dst[edge]
-    at = torch.searchsorted(hub_key, key)
-    count = torch.searchsorted(hub_key, key, right=True) - at
-    check_memory(BYTES_PER_WALK * float(count.sum()),
-                 f"Reading {light_end.numel()} entities' edges backwards")
-    pair, at = ragged_arange(at, count)
+    pair, at = _matches(hub_key,
+                        end_walk[light_end[row]] * N + graph.edge_dst[edge],
+                        f"Reading {light_end.numel()} entities' edges "
+                        'backwards')
     at = hub[at]
     extended = pattern[at] * (K + 1) + \
         (graph.edge_type[edge[pair]] + K // 2) % K + 1
@@ -217,8 +215,8 @@ def _toward(graph: TypedGraph, state: Tuple[Tensor, Tensor, Tensor],
     k, at = allowed[child] % (K + 1) - 1, hub[at]
     pair, which = ragged_arange(first[at], ends[at])
     at, k, entity = at[pair], k[pair], hub_end[which] % N
-    exists = find_sorted(graph.edge_keys,
-                         (node[at] * K + k) * N + entity)[1]
+    lo, hi = graph.edge_range(node[at], k, entity)
+    exists = hi > lo
     at, k, entity = at[exists], k[exists], entity[exists]
     found.append((walk[at], entity, pattern[at] * (K + 1) + k + 1))
     # Merged: a state reached through several hubs meets the backward
@@ -227,6 +225,16 @@ def _toward(graph: TypedGraph, state: Tuple[Tensor, Tensor, Tensor],
     key = torch.unique(torch.cat([(f[0] * N + f[1]) * base + f[2]
                                   for f in found]))
     return key // base // N, key // base % N, key % base
+
+
+def _matches(sorted_key: Tensor, key: Tensor,
+             what: str) -> Tuple[Tensor, Tensor]:
+    # Every pair (i, j) with key[i] == sorted_key[j], as (i's, j's), their
+    # memory checked first.
+    first = torch.searchsorted(sorted_key, key)
+    count = torch.searchsorted(sorted_key, key, right=True) - first
+    check_memory(BYTES_PER_WALK * float(count.sum()), what)
+    return ragged_arange(first, count)
 
 
 class _Ends(NamedTuple):
@@ -244,12 +252,9 @@ class _Ends(NamedTuple):
              pattern: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
         # The forward paths (walk, node, pattern) joined with the backward
         # paths that reach their node: (query, target, whole pattern).
-        key = walk * self.num_nodes + node
-        first = torch.searchsorted(self.key, key)
-        count = torch.searchsorted(self.key, key, right=True) - first
-        check_memory(BYTES_PER_WALK * float(count.sum()),
-                     f"Meeting {walk.numel()} paths with the targets' paths")
-        forth, back = ragged_arange(first, count)
+        forth, back = _matches(
+            self.key, walk * self.num_nodes + node,
+            f"Meeting {walk.numel()} paths with the targets' paths")
         return (query[walk[forth]], self.target[back],
                 pattern[forth] * self.scale[back] + self.suffix[back])
 
