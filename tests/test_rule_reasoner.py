@@ -27,20 +27,24 @@ def test_forward_equals_dense_recomputation(random_graph, cls, mode, rank,
 
 
 @pytest.mark.parametrize('cls', [RuleReasoner, DegreEmbedReasoner])
-@pytest.mark.parametrize('mode,costs', [
-    ('grouped', None), ('auto', (0., 0., 0.)), ('auto', (1e9, 0., 0.)),
-    ('auto', None)])
+@pytest.mark.parametrize('mode,costs,pair_cost', [
+    ('grouped', None, 1e9), ('grouped', None, 0.),
+    ('auto', (0., 0., 0.), None), ('auto', (1e9, 0., 0.), None),
+    ('auto', None, None)])
 @pytest.mark.parametrize('rank,num_steps', [(1, 2), (3, 3)])
 def test_inference_by_relation_groups_equals_dense_recomputation(
-        random_graph, cls, mode, costs, rank, num_steps, device,
+        random_graph, cls, mode, costs, pair_cost, rank, num_steps, device,
         monkeypatch):
     # In inference the queries of one relation and rank hop together
     # (propagate_groups) once that is cheaper: with the cost of the grouped
     # hop set to zero every hop is grouped, with a huge cost none is; blocks
-    # of 2 columns split the groups.  Queries in mixed order, relations
+    # of 2 columns split the groups; the groups' hop by a matrix each or
+    # through the (source, type) pairs.  Queries in mixed order, relations
     # repeated.
     if costs is not None:
         monkeypatch.setattr(TypedGraph, 'GROUPED_COSTS', costs)
+    if pair_cost is not None:
+        monkeypatch.setattr(TypedGraph, 'PAIR_COST', pair_cost)
     monkeypatch.setattr(TypedGraph, 'GROUP_COLUMNS', 2)
     torch.manual_seed(0)
     edge_index, edge_type, N, K = random_graph

@@ -65,11 +65,17 @@ def test_one_hop_equals_dense_operators(random_graph, mode, density,
     assert_same_gradients(grads, expected_grads, x)
 
 
+@pytest.mark.parametrize('pair_cost', [0., 1e9])
 @pytest.mark.parametrize('with_rho', [False, True])
-def test_grouped_hop_equals_dense_operators(random_graph, with_rho, device):
+def test_grouped_hop_equals_dense_operators(random_graph, with_rho, device,
+                                            pair_cost, monkeypatch):
     # Blocks of columns that share their weights, several blocks per group
     # (as RuleReasoner's inference splits them), on a graph with duplicate
-    # edges and a self-loop (the diagonal of A_g then adds to an edge).
+    # edges and a self-loop (the diagonal of A_g then adds to an edge); a
+    # matrix per group, or one through the (source, type) pairs (in parts
+    # of 3 columns).
+    monkeypatch.setattr(TypedGraph, 'PAIR_COST', pair_cost)
+    monkeypatch.setattr(TypedGraph, 'PAIR_COLUMNS', 3)
     edge_index, edge_type, N, K = random_graph
     graph = TypedGraph(*random_graph).to(device)
     M = dense_operators(edge_index, edge_type, N, K)

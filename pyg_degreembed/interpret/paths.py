@@ -90,16 +90,10 @@ def _expand_step(graph: TypedGraph,
     # length `step` from those of length step - 1, merged.
     N, K = graph.num_nodes, graph.num_edge_types
     walk, node, pattern, count = state
-    out_deg = graph.node_ptr[node + 1] - graph.node_ptr[node]
-    typed = None
-    if by_pattern and prefixes is not None:
-        typed = _typed_edges(graph, walk, node, pattern, prefixes,
-                             num_steps, float(out_deg.sum()))
-    size = float(out_deg.sum()) if typed is None else typed[1].numel()
-    check_memory(BYTES_PER_WALK * size,
-                 f'Expanding {num_starts} paths to length {step}')
-    entry, edge = ragged_arange(graph.node_ptr[node], out_deg) \
-        if typed is None else typed
+    entry, edge = allowed_edges(
+        graph, (walk, node, pattern), num_steps,
+        prefixes if by_pattern else None,
+        f'Expanding {num_starts} paths to length {step}')
     if removed is not None:
         walk_e = walk[entry]
         keep = outside_ranges(edge, removed[0][walk_e], removed[1][walk_e])
@@ -108,12 +102,6 @@ def _expand_step(graph: TypedGraph,
     # a part per state and a part per edge; equal keys merge.
     base = (K + 1)**step if by_pattern else 1
     if by_pattern:
-        if prefixes is not None and typed is None:
-            label, allowed = prefixes
-            extended = pattern[entry] * (K + 1) + graph.edge_type[edge]
-            keep = find_sorted(allowed, label[walk[entry]] *
-                               (K + 1)**num_steps + extended + 1)[1]
-            entry, edge = entry[keep], edge[keep]
         # (The edges' part from the edges taken: a pass over every edge of
         # a 10M-triple KG cost 0.1 s per step, per part.)
         key = (walk * (N * base) + pattern * (K + 1))[entry] + \
@@ -178,6 +166,38 @@ def expand_paths_in_parts(graph: TypedGraph, start: Tensor, num_steps: int,
         yield step + 1, state[0], state[1], state[2], whole
         if step + 1 < last_step:
             stack.append((step + 1, state, whole))
+
+
+def allowed_edges(graph: TypedGraph, state: Tuple[Tensor, Tensor, Tensor],
+                  num_steps: int,
+                  prefixes: Optional[Tuple[Tensor, Tensor]], what: str
+                  ) -> Tuple[Tensor, Tensor]:
+    r"""The out-edges that extend the paths :obj:`state` :math:`=`
+    :obj:`(walk, node, pattern)` (patterns numbered for :obj:`num_steps`
+    edges) to an allowed prefix (:obj:`prefixes` as in
+    :func:`expand_paths`; every out-edge without), as :obj:`(state index,
+    edge)` pairs; read per allowed (entity, type) pair where those are
+    fewer than the out-edges.  Their memory is checked first
+    (:data:`BYTES_PER_WALK` each, :obj:`what` names the work in the
+    refusal)."""
+    K = graph.num_edge_types
+    walk, node, pattern = state
+    out_deg = graph.node_ptr[node + 1] - graph.node_ptr[node]
+    typed = None if prefixes is None else _typed_edges(
+        graph, walk, node, pattern, prefixes, num_steps,
+        float(out_deg.sum()))
+    size = float(out_deg.sum()) if typed is None else typed[1].numel()
+    check_memory(BYTES_PER_WALK * size, what)
+    if typed is not None:
+        return typed
+    entry, edge = ragged_arange(graph.node_ptr[node], out_deg)
+    if prefixes is not None:
+        label, allowed = prefixes
+        extended = pattern[entry] * (K + 1) + graph.edge_type[edge]
+        keep = find_sorted(allowed, label[walk[entry]] *
+                           (K + 1)**num_steps + extended + 1)[1]
+        entry, edge = entry[keep], edge[keep]
+    return entry, edge
 
 
 def _typed_edges(graph: TypedGraph, walk: Tensor, node: Tensor,

@@ -28,7 +28,7 @@ from torch import Tensor
 
 from pyg_degreembed.data.ragged import find_sorted, ragged_arange
 from pyg_degreembed.data.typed_graph import TypedGraph
-from pyg_degreembed.interpret.paths import (BYTES_PER_WALK, _expand_step,
+from pyg_degreembed.interpret.paths import (BYTES_PER_WALK, allowed_edges,
                                             expand_paths_in_parts,
                                             walk_chunks, walk_counts)
 from pyg_degreembed.training.budget import check_memory
@@ -162,9 +162,10 @@ def _toward(graph: TypedGraph, state: Tuple[Tensor, Tensor, Tensor],
             step: int, num_steps: int, prefixes: Tuple[Tensor, Tensor],
             end: Tensor, num_starts: int) -> Tuple[Tensor, Tensor, Tensor]:
     # The states (walk, node, pattern) one edge further by an allowed
-    # edge type, at least those at the entities `end` (walk * N + entity,
-    # sorted). Each edge s -> e is found from the lighter of its ends: a
-    # state s of at most HUB_DEGREE out-edges reads them; the edges of a
+    # edge type at the entities `end` (walk * N + entity, sorted). Each
+    # edge s -> e is found from the lighter of its ends: a state s of at
+    # most HUB_DEGREE out-edges reads them (and keeps those to an end,
+    # before any merging); the edges of a
     # hub s toward an end e of at most HUB_DEGREE edges are read from e's
     # side (its edges' inverses); between hubs, each allowed edge type is
     # looked up in the graph's sorted edges.
@@ -185,10 +186,16 @@ def _toward(graph: TypedGraph, state: Tuple[Tensor, Tensor, Tensor],
     ends = torch.searchsorted(hub_end, (walk + 1) * N) - first
     out_deg = graph.node_ptr[node + 1] - graph.node_ptr[node]
     hub = (out_deg > HUB_DEGREE) & (types * ends < out_deg)
-    light = ~hub
-    found = [_expand_step(graph, (walk[light], node[light], pattern[light],
-                                  torch.ones_like(walk[light])),
-                          step, L, num_starts, prefixes=prefixes)[:3]]
+    # Light states: their allowed out-edges, those that reach an end.
+    light = (~hub).nonzero().view(-1)
+    at, edge = allowed_edges(
+        graph, (walk[light], node[light], pattern[light]), L, prefixes,
+        f'Expanding {num_starts} paths to length {step}')
+    at = light[at]
+    met = find_sorted(end, walk[at] * N + graph.edge_dst[edge])[1]
+    at, edge = at[met], edge[met]
+    found = [(walk[at], graph.edge_dst[edge],
+              pattern[at] * (K + 1) + graph.edge_type[edge] + 1)]
     hub = hub.nonzero().view(-1)
     hub_key, order = torch.sort(walk[hub] * N + node[hub])
     hub = hub[order]
