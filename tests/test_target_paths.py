@@ -101,15 +101,18 @@ def test_forward_depths_take_the_fewest_walks(random_graph, L, hub,
 
 @pytest.mark.parametrize('L', [1, 2, 3])
 @pytest.mark.parametrize('depths', ['each', 'mixed', 'chosen', 'parts',
-                                    'hubs', 'all hubs'])
+                                    'forwards', 'backwards'])
+@pytest.mark.parametrize('max_meeting', [10**7, 0])
 def test_paths_met_in_the_middle_equal_dense_products(random_graph, L,
-                                                      depths, monkeypatch):
+                                                      depths, max_meeting,
+                                                      monkeypatch):
     # The (query, target, rule pattern) triples reached by the paths met
     # at every forward depth (all at one, mixed, as forward_depths chooses,
-    # with the hubs' states expanded in parts, and with some or all
-    # entities hubs, whose last forward edge is read from the other side or
-    # looked up) are those of the dense products of the patterns' adjacency
-    # matrices.
+    # with the hubs' states expanded in parts, and with the last forward
+    # edge read forwards or backwards from the targets' paths whatever
+    # their costs; kept where the backward paths complete them to a rule,
+    # or, past MAX_MEETING keys, where they are prefixes of rules) are those
+    # of the dense products of the patterns' adjacency matrices.
     edge_index, edge_type, N, K = random_graph
     graph = TypedGraph(*random_graph)
     M = dense_operators(edge_index, edge_type, N, K) > 0
@@ -136,19 +139,19 @@ def test_paths_met_in_the_middle_equal_dense_products(random_graph, L,
                      for y in (reach & targets[b]).nonzero().view(-1)}
     if depths == 'parts':
         monkeypatch.setattr(paths_module, 'MAX_WALKS', 3)
-    if depths.endswith('hubs'):
-        degree = graph.node_ptr[1:] - graph.node_ptr[:-1]
-        monkeypatch.setattr(target_paths, 'HUB_DEGREE', 0 if depths ==
-                            'all hubs' else int(degree.float().median()))
+    monkeypatch.setattr(target_paths, 'MAX_MEETING', max_meeting)
+    if depths.endswith('wards'):
+        monkeypatch.setattr(target_paths, 'BACKWARD_COST', 0. if depths ==
+                            'backwards' else float('inf'))
     runs = [torch.full((B,), a) for a in range(L)] \
-        if depths in ('each', 'hubs', 'all hubs') \
+        if depths in ('each', 'forwards', 'backwards') \
         else [torch.randint(0, L, (B,), generator=gen)] \
         if depths == 'mixed' else [forward_depths(graph, head, target, L)[1]]
     for depth in runs:
         got = set()
         for walk, node, pattern in paths_to_targets(
                 graph, head, target, depth, L, (relation, prefix_key),
-                (relation, suffix_keys(rule_key, K, L))):
+                (relation, suffix_keys(rule_key, K, L)), rule_key):
             keep = targets[walk, node] & torch.isin(
                 relation[walk] * P + pattern, rule_key)
             got |= {(int(w), int(y), pattern_of(int(p), K)) for w, y, p in

@@ -711,7 +711,7 @@ class AppliedRules(Module):
                     graph, head, target,
                     forward_depths(graph, head, target, L)[1], L,
                     (relation, self.rule_prefix),
-                    (relation, self.rule_suffix)):
+                    (relation, self.rule_suffix), self.rule_key):
                 reached(*found)
             walk_ranges = []
         else:

@@ -90,7 +90,7 @@ def _expand_step(graph: TypedGraph,
     # length `step` from those of length step - 1, merged.
     N, K = graph.num_nodes, graph.num_edge_types
     walk, node, pattern, count = state
-    entry, edge = allowed_edges(
+    entry, edge = _allowed_edges(
         graph, (walk, node, pattern), num_steps,
         prefixes if by_pattern else None,
         f'Expanding {num_starts} paths to length {step}')
@@ -168,18 +168,16 @@ def expand_paths_in_parts(graph: TypedGraph, start: Tensor, num_steps: int,
             stack.append((step + 1, state, whole))
 
 
-def allowed_edges(graph: TypedGraph, state: Tuple[Tensor, Tensor, Tensor],
-                  num_steps: int,
-                  prefixes: Optional[Tuple[Tensor, Tensor]], what: str
-                  ) -> Tuple[Tensor, Tensor]:
-    r"""The out-edges that extend the paths :obj:`state` :math:`=`
-    :obj:`(walk, node, pattern)` (patterns numbered for :obj:`num_steps`
-    edges) to an allowed prefix (:obj:`prefixes` as in
-    :func:`expand_paths`; every out-edge without), as :obj:`(state index,
-    edge)` pairs; read per allowed (entity, type) pair where those are
-    fewer than the out-edges.  Their memory is checked first
-    (:data:`BYTES_PER_WALK` each, :obj:`what` names the work in the
-    refusal)."""
+def _allowed_edges(graph: TypedGraph,
+                   state: Tuple[Tensor, Tensor, Tensor], num_steps: int,
+                   prefixes: Optional[Tuple[Tensor, Tensor]], what: str
+                   ) -> Tuple[Tensor, Tensor]:
+    # The out-edges that extend the paths `state` = (walk, node, pattern)
+    # (patterns numbered for num_steps edges) to an allowed prefix
+    # (`prefixes` as in expand_paths; every out-edge without), as (state
+    # index, edge) pairs; read per allowed (entity, type) pair where those
+    # are fewer than the out-edges. Their memory is checked first
+    # (BYTES_PER_WALK each, `what` names the work in the refusal).
     K = graph.num_edge_types
     walk, node, pattern = state
     out_deg = graph.node_ptr[node + 1] - graph.node_ptr[node]

@@ -10,10 +10,12 @@ those of up to :math:`L - a` edges out of each target read backwards (the
 graph holds every edge's inverse: :math:`y \xrightarrow{k'} m` is
 :math:`m \xrightarrow{k} y` with :math:`k` the inverse of :math:`k'`), by
 the rules' suffixes; the two meet at their common entities.  The last
-forward edge is read from the lighter of its ends: an entity with more than
-:data:`HUB_DEGREE` out-edges (a hub) has its edges toward the backward
-paths' entities read from their side, or looked up where both ends are
-hubs.  Each query's :math:`a \in [0, L)` is the one with the fewest walks
+forward edge is read once per query and entity whatever the patterns of the
+paths there, from the side with fewer edges (per query: the entities' out-
+edges, or the backward paths' entities' edges read backwards), and a
+forward path is kept only where a backward path at its end completes it to
+a rule (up to :data:`MAX_MEETING` such keys; past it, where it is a rule's
+prefix).  Each query's :math:`a \in [0, L)` is the one with the fewest walks
 (:func:`forward_depths`, :func:`~pyg_degreembed.interpret.paths.walk_counts`):
 :math:`\sum_y \sum_{l \leq L - a} \mathbf{w}_l(y)` backwards, and
 forwards (for :math:`a \geq 1`) :math:`\sum_{l < a} \mathbf{w}_l(h)`
@@ -21,23 +23,35 @@ plus the walks of :math:`a` edges counting at most :data:`HUB_DEGREE` last
 edges per entity.
 """
 import itertools
-from typing import Iterator, NamedTuple, Tuple
+from typing import Iterator, List, NamedTuple, Optional, Tuple
 
 import torch
 from torch import Tensor
 
 from pyg_degreembed.data.ragged import find_sorted, ragged_arange
 from pyg_degreembed.data.typed_graph import TypedGraph
-from pyg_degreembed.interpret.paths import (BYTES_PER_WALK, allowed_edges,
+from pyg_degreembed.interpret.paths import (BYTES_PER_WALK,
                                             expand_paths_in_parts,
                                             walk_chunks, walk_counts)
 from pyg_degreembed.training.budget import check_memory
 
 
-#: Out-edges above which an entity is a hub whose edges toward the
-#: backward paths' entities are read from their side or looked up, not
-#: read from its own (see :func:`paths_to_targets`).
+#: Out-edges above which an entity counts as a hub in the cost of a
+#: forward depth (:func:`forward_depths`): the last edge of its paths is
+#: read once per query, whatever the paths that reach it, or from the
+#: other side.
 HUB_DEGREE = 1000
+#: The most (query, entity, prefix) keys of the forward paths that the
+#: backward paths complete to a rule, held to keep only those forward paths
+#: where they meet (see :func:`paths_to_targets`); with more (a relation of
+#: many rules meeting many backward paths: 1.1e8 for one query at 10M
+#: triples took 21 s), the paths meet by the rules' prefixes alone.
+MAX_MEETING = 10**7
+#: The cost of an edge of the last forward step read backwards from the
+#: backward paths' entities, against one read forwards (per query, the side
+#: that reads fewer edges at these costs is read; see
+#: :func:`paths_to_targets`).
+BACKWARD_COST = 1.
 
 
 def reversed_patterns(pattern: Tensor, length: int,
@@ -105,14 +119,15 @@ def forward_depths(graph: TypedGraph, head: Tensor, target: Tensor,
 def paths_to_targets(graph: TypedGraph, head: Tensor, target: Tensor,
                      depth: Tensor, num_steps: int,
                      prefixes: Tuple[Tensor, Tensor],
-                     suffixes: Tuple[Tensor, Tensor]
+                     suffixes: Tuple[Tensor, Tensor], rule_key: Tensor
                      ) -> Iterator[Tuple[Tensor, Tensor, Tensor]]:
     r"""Yields :obj:`(walk, node, pattern)` for the typed paths of
-    :math:`1, \ldots, L` edges from :obj:`head[walk]` whose pattern and
-    its prefixes are allowed: every such path to a target cell
+    :math:`1, \ldots, L` edges from :obj:`head[walk]` whose pattern is a
+    rule of the query's label: every such path to a target cell
     :math:`\mathrm{walk} \cdot N + \mathrm{node}` at least once (through
-    each meeting entity, so possibly several times), and some paths to
-    other entities (filter them).
+    each meeting entity, so possibly several times), and some other paths
+    (filter them).  A forward path of :math:`a` edges meets the backward
+    paths at its entity only if one of them completes it to a rule.
 
     Args:
         graph (TypedGraph): The graph.
@@ -128,8 +143,11 @@ def paths_to_targets(graph: TypedGraph, head: Tensor, target: Tensor,
         suffixes (Tuple[torch.Tensor, torch.Tensor]): :obj:`(label,
             allowed)` of the backward paths (:func:`suffix_keys`, the same
             labels).
+        rule_key (torch.Tensor): The rules' keys :math:`q (K + 1)^L +
+            \mathrm{pattern}`, with :math:`q` a label.
     """
     L = num_steps
+    splits = _splits(rule_key, graph.num_edge_types, L)
     for a in torch.unique(depth).tolist():
         queries = (depth == a).nonzero().view(-1)
         for begin, end in walk_chunks(graph, head[queries], a,
@@ -146,6 +164,8 @@ def paths_to_targets(graph: TypedGraph, head: Tensor, target: Tensor,
                 continue
             labels = (prefixes[0][query], prefixes[1])
             end = torch.unique(ends.key)
+            meeting = _meeting(ends, splits, labels[0], a,
+                               graph.num_edge_types, L)
             for step, walk, node, pattern, _ in itertools.chain(
                     [(0, *heads, True)], expand_paths_in_parts(
                         graph, head[query], L, a - 1, None, labels)
@@ -155,83 +175,145 @@ def paths_to_targets(graph: TypedGraph, head: Tensor, target: Tensor,
                 if step == a - 1:
                     yield ends.meet(query, *_toward(
                         graph, (walk, node, pattern), a, L, labels, end,
-                        query.numel()))
+                        *meeting))
 
 
 def _toward(graph: TypedGraph, state: Tuple[Tensor, Tensor, Tensor],
             step: int, num_steps: int, prefixes: Tuple[Tensor, Tensor],
-            end: Tensor, num_starts: int) -> Tuple[Tensor, Tensor, Tensor]:
+            end: Tensor, meeting: Optional[Tensor],
+            last_types: Optional[Tensor]) -> Tuple[Tensor, Tensor, Tensor]:
     # The states (walk, node, pattern) one edge further by an allowed
-    # edge type at the entities `end` (walk * N + entity, sorted). Each
-    # edge s -> e is found from the lighter of its ends: a state s of at
-    # most HUB_DEGREE out-edges reads them (and keeps those to an end,
-    # before any merging); the edges of a
-    # hub s toward an end e of at most HUB_DEGREE edges are read from e's
-    # side (its edges' inverses); between hubs, each allowed edge type is
-    # looked up in the graph's sorted edges.
+    # edge type at the entities `end` (walk * N + entity, sorted). Per
+    # walk, the edges are read from the side with fewer: the out-edges of
+    # each distinct (walk, node) of the states (once, whatever the patterns
+    # of its states: those of the types its states allow where those are
+    # fewer, else all), kept where they reach an end; or every edge of the
+    # ends read backwards (the graph holds every inverse), kept where they
+    # come from a state's node. The edges found are joined with the states
+    # of their node (those whose last type some pattern of `meeting` ends
+    # with) and kept where the pattern they make is one that some backward
+    # path completes to a rule there (see _meeting; where None, where it is
+    # an allowed prefix).
     N, K, L = graph.num_nodes, graph.num_edge_types, num_steps
     walk, node, pattern = state
     label, allowed = prefixes
-    end_walk, end_node = end // N, end % N
-    end_hub = graph.node_ptr[end_node + 1] - \
-        graph.node_ptr[end_node] > HUB_DEGREE
-    hub_end = end[end_hub]
-    # Per state: its allowed types (from lo), the hub ends of its walk
-    # (from first), and whether it is a hub whose lookups are fewer than
-    # its out-edges.
+    # The distinct (walk, node) of the states, and each one's states.
+    at_key, at = torch.unique(walk * N + node, return_inverse=True)
+    by_key = torch.argsort(at, stable=True)
+    state_ptr = torch.searchsorted(
+        at[by_key], torch.arange(at_key.numel() + 1, device=at.device))
+    at_walk, at_node = at_key // N, at_key % N
+    # Per (walk, node): the types its states allow, their edges, and the
+    # edges read from it (the fewer).
     base = label[walk] * (K + 1)**L + pattern * (K + 1)
     lo = torch.searchsorted(allowed, base + 1)
-    types = torch.searchsorted(allowed, base + K + 1) - lo
-    first = torch.searchsorted(hub_end, walk * N)
-    ends = torch.searchsorted(hub_end, (walk + 1) * N) - first
-    out_deg = graph.node_ptr[node + 1] - graph.node_ptr[node]
-    hub = (out_deg > HUB_DEGREE) & (types * ends < out_deg)
-    # Light states: their allowed out-edges, those that reach an end.
-    light = (~hub).nonzero().view(-1)
-    at, edge = allowed_edges(
-        graph, (walk[light], node[light], pattern[light]), L, prefixes,
-        f'Expanding {num_starts} paths to length {step}')
-    at = light[at]
-    met = find_sorted(end, walk[at] * N + graph.edge_dst[edge])[1]
-    at, edge = at[met], edge[met]
-    found = [(walk[at], graph.edge_dst[edge],
-              pattern[at] * (K + 1) + graph.edge_type[edge] + 1)]
-    hub = hub.nonzero().view(-1)
-    hub_key, order = torch.sort(walk[hub] * N + node[hub])
-    hub = hub[order]
-    # Hubs toward light ends: the ends' edges e -> s read backwards.
-    light_end = (torch.isin(end_walk, walk[hub]) & ~end_hub).nonzero() \
-        .view(-1)
-    start = graph.node_ptr[end_node[light_end]]
-    row, edge = ragged_arange(start,
-                              graph.node_ptr[end_node[light_end] + 1] - start)
-    pair, at = _matches(hub_key,
-                        end_walk[light_end[row]] * N + graph.edge_dst[edge],
-                        f"Reading {light_end.numel()} entities' edges "
-                        'backwards')
-    at = hub[at]
-    extended = pattern[at] * (K + 1) + \
-        (graph.edge_type[edge[pair]] + K // 2) % K + 1
-    keep = find_sorted(allowed, label[walk[at]] * (K + 1)**L +
-                       extended)[1]
-    found.append((walk[at][keep], end_node[light_end[row[pair]]][keep],
-                  extended[keep]))
-    # Hubs toward hubs: each allowed type looked up toward each hub end
-    # (fewer than the hub's out-edges).
-    at, child = ragged_arange(lo[hub], types[hub])
-    k, at = allowed[child] % (K + 1) - 1, hub[at]
-    pair, which = ragged_arange(first[at], ends[at])
-    at, k, entity = at[pair], k[pair], hub_end[which] % N
-    lo, hi = graph.edge_range(node[at], k, entity)
-    exists = hi > lo
-    at, k, entity = at[exists], k[exists], entity[exists]
-    found.append((walk[at], entity, pattern[at] * (K + 1) + k + 1))
-    # Merged: a state reached through several hubs meets the backward
-    # paths once.
+    pair, child = ragged_arange(
+        lo, torch.searchsorted(allowed, base + K + 1) - lo)
+    typed = torch.unique(at[pair] * K + allowed[child] % (K + 1) - 1)
+    typed_at, typed_k = typed // K, typed % K
+    first, last = graph.type_range(at_node[typed_at], typed_k)
+    out_deg = graph.node_ptr[at_node + 1] - graph.node_ptr[at_node]
+    typed_edges = out_deg.new_zeros(at_key.numel()).index_add_(
+        0, typed_at, last - first)
+    untyped = typed_edges >= out_deg  # read every out-edge
+    # Per walk, the side with fewer edges.
+    end_walk, end_node = end // N, end % N
+    end_deg = graph.node_ptr[end_node + 1] - graph.node_ptr[end_node]
+    W = int(torch.cat([at_walk, end_walk, walk.new_zeros(1)]).max()) + 1
+    backward = BACKWARD_COST * end_deg.new_zeros(W).index_add_(
+        0, end_walk, end_deg) < out_deg.new_zeros(W).index_add_(
+            0, at_walk, torch.where(untyped, out_deg, typed_edges))
+    take = ~untyped[typed_at] & ~backward[at_walk[typed_at]]
+    whole = untyped & ~backward[at_walk]
+    back = backward[end_walk]
+    size = float((last - first)[take].sum() + out_deg[whole].sum() +
+                 end_deg[back].sum())
+    check_memory(BYTES_PER_WALK * size,
+                 f'Reading the edges of {at_key.numel()} entities')
+    # Forwards: the edges that reach an end.
+    row, edge = ragged_arange(
+        torch.cat([first[take], graph.node_ptr[at_node[whole]]]),
+        torch.cat([(last - first)[take], out_deg[whole]]))
+    row = torch.cat([typed_at[take], whole.nonzero().view(-1)])[row]
+    met = find_sorted(end, at_walk[row] * N + graph.edge_dst[edge])[1]
+    row, edge = row[met], edge[met]
+    found = [(row, graph.edge_dst[edge], graph.edge_type[edge])]
+    # Backwards: the ends' edges that come from a state's node.
+    back = back.nonzero().view(-1)
+    which, edge = ragged_arange(graph.node_ptr[end_node[back]],
+                                end_deg[back])
+    which = back[which]
+    row, met = find_sorted(at_key,
+                           end_walk[which] * N + graph.edge_dst[edge])
+    found.append((row[met], end_node[which[met]],
+                  (graph.edge_type[edge[met]] + K // 2) % K))
+    row, dst, k = (torch.cat(f) for f in zip(*found))
+    # Those whose (walk, entity, type) some meeting pattern ends with,
+    # joined with the states of their node.
     base = (K + 1)**step
-    key = torch.unique(torch.cat([(f[0] * N + f[1]) * base + f[2]
-                                  for f in found]))
+    reach = at_walk[row] * N + dst
+    if last_types is not None:
+        useful = find_sorted(last_types, reach * (K + 1) + k + 1)[1]
+        row, reach, k = row[useful], reach[useful], k[useful]
+    pair, which = ragged_arange(state_ptr[row], state_ptr[row + 1] -
+                                state_ptr[row])
+    one, reach = by_key[which], reach[pair]
+    extended = pattern[one] * (K + 1) + k[pair] + 1
+    key = reach * base + extended
+    keep = find_sorted(allowed, label[walk[one]] * (K + 1)**L + extended) \
+        if meeting is None else find_sorted(meeting, key)
+    # Merged: a state reached from several states meets the ends once.
+    key = torch.unique(key[keep[1]])
     return key // base // N, key // base % N, key % base
+
+
+def _splits(rule_key: Tensor, num_edge_types: int,
+            num_steps: int) -> Tuple[Tensor, Tensor, Tensor]:
+    # Every rule of l edges split into a prefix of a >= 1 edges and a
+    # suffix of m = l - a: the keys ((q L + m) L + a - 1) (K + 1)^L +
+    # suffix, sorted, the prefixes in their order, and the distinct
+    # key (K + 1) + the prefix's last digit.
+    K, L = num_edge_types, num_steps
+    P = (K + 1)**L
+    relation, pattern = rule_key // P, rule_key % P
+    length = sum((pattern >= (K + 1)**j).long() for j in range(L))
+    keys, prefixes = [], []
+    for m in range(L):
+        split = length > m
+        keys.append(((relation[split] * L + m) * L + length[split] - m - 1)
+                    * P + pattern[split] % (K + 1)**m)
+        prefixes.append(pattern[split] // (K + 1)**m)
+    key, order = torch.sort(torch.cat(keys))
+    prefix = torch.cat(prefixes)[order]
+    return key, prefix, torch.unique(key * (K + 1) + prefix % (K + 1))
+
+
+def _meeting(ends: '_Ends', splits: Tuple[Tensor, Tensor, Tensor],
+             label: Tensor, step: int, num_edge_types: int, num_steps: int
+             ) -> Tuple[Optional[Tensor], Optional[Tensor]]:
+    # The keys (walk N + entity) (K + 1)^a + prefix, sorted, of the forward
+    # paths of a = step edges that a backward path at their entity
+    # completes to a rule of the walk's label, and the distinct (walk N +
+    # entity) (K + 1) + their last digit; each None where it would hold
+    # more than MAX_MEETING keys.
+    K, L, N = num_edge_types, num_steps, ends.num_nodes
+    length = sum((ends.scale >= (K + 1)**j).long() for j in range(1, L + 1))
+    wanted = ((label[ends.key // N] * L + length) * L + step - 1) * \
+        (K + 1)**L + ends.suffix
+    out: List[Optional[Tensor]] = []
+    for last in (True, False):
+        table = splits[2] if last else splits[0]
+        lo = wanted * (K + 1) + 1 if last else wanted
+        first = torch.searchsorted(table, lo)
+        count = torch.searchsorted(table, lo + K if last else lo + 1) - first
+        if float(count.sum()) > MAX_MEETING:
+            out.append(None)
+            continue
+        path, at = ragged_arange(first, count)
+        out.append(torch.unique(
+            ends.key[path] * (K + 1) + table[at] % (K + 1) if last else
+            ends.key[path] * (K + 1)**step + splits[1][at]))
+    return out[1], out[0]
 
 
 def _matches(sorted_key: Tensor, key: Tensor,
