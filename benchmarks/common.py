@@ -85,7 +85,7 @@ def write_markdown(name: str, text: str, script: str) -> str:
     return path
 
 
-def _largest_rss(pid: int) -> int:
+def largest_rss(pid: int) -> int:
     # The largest resident set (bytes) of `pid` and its descendants.
     largest, stack = 0, [pid]
     page = os.sysconf('SC_PAGE_SIZE')
@@ -118,21 +118,26 @@ def timed(argv, interval: float = 0.5):
     reader.start()
     peak = 0
     while process.poll() is None:
-        peak = max(peak, _largest_rss(process.pid))
+        peak = max(peak, largest_rss(process.pid))
         time.sleep(interval)
     reader.join()
     return output[0], process.returncode, time.perf_counter() - start, \
         peak / 1e9
 
 
+def peak_rss_gb() -> float:
+    r"""This process's peak resident set in GB, counting what the library's
+    memory probes reset (:func:`~pyg_degreembed.training.budget.
+    process_peak`; :obj:`ru_maxrss` where the system does not say)."""
+    return (process_peak() or resource.getrusage(
+        resource.RUSAGE_SELF).ru_maxrss * 1000) / 1e9
+
+
 def save_run(name: str, fields: dict, info: dict) -> str:
     r"""Writes one run as :obj:`results/name`: :obj:`fields` (what was
     run), :obj:`info` (what was measured), the peak RSS and the machine."""
-    return write_json(name, {
-        **fields, **info,
-        'peak_rss_gb': (process_peak() or resource.getrusage(
-            resource.RUSAGE_SELF).ru_maxrss * 1000) / 1e9,
-        'machine': machine()})
+    return write_json(name, {**fields, **info, 'peak_rss_gb': peak_rss_gb(),
+                             'machine': machine()})
 
 
 def load_benchmark(name: str):

@@ -23,7 +23,7 @@ import time
 
 import torch
 
-from common import SHARED, machine, write_json, write_markdown
+from common import SHARED, largest_rss, machine, write_json, write_markdown
 
 CLI = [sys.executable, '-m', 'pyg_degreembed.cli']
 
@@ -35,23 +35,32 @@ def run(argv, folder, signal_after=None):
     err = open(os.path.join(folder, 'err.txt'), 'w')
     start = time.perf_counter()
     proc = subprocess.Popen(CLI + argv, stdout=out, stderr=err)
-    sent = None
-    if signal_after is not None:
+    sent, peak = None, 0
+
+    def wait(seconds=float('inf')):
+        # Until the command ends or `seconds` from the start, its RSS
+        # sampled (its own ru_maxrss is reset by its memory probes).
+        nonlocal peak
         while proc.poll() is None and \
-                time.perf_counter() - start < signal_after:
+                time.perf_counter() - start < seconds:
+            peak = max(peak, largest_rss(proc.pid))
             time.sleep(0.2)
+
+    if signal_after is not None:
+        wait(signal_after)
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
             sent = time.perf_counter()
-    _, status, usage = os.wait4(proc.pid, 0)
+    wait()
+    status = proc.wait()
     end = time.perf_counter()
     out.close()
     err.close()
     lines = open(os.path.join(folder, 'err.txt')).read().strip().splitlines()
     return {'command': 'pyg-degreembed ' + ' '.join(argv),
-            'exit_code': os.waitstatus_to_exitcode(status),
+            'exit_code': status,
             'wall_seconds': round(end - start, 1),
-            'peak_rss_gb': round(usage.ru_maxrss / 1e6, 2),
+            'peak_rss_gb': round(peak / 1e9, 2),
             'stderr_last_line': lines[-1] if lines else '',
             'seconds_after_signal': None if sent is None else
             round(end - sent, 1)}

@@ -14,7 +14,6 @@ after one warm-up step.  Writes benchmarks/results/scale.json and scale.png.
 """
 import argparse
 import json
-import resource
 import statistics
 import subprocess
 import sys
@@ -22,7 +21,7 @@ import time
 
 import torch
 
-from common import machine, save_figure, write_json
+from common import machine, peak_rss_gb, save_figure, write_json
 
 
 def synthetic_kg(num_nodes: int, num_relations: int = 10,
@@ -69,8 +68,7 @@ def measure(num_nodes: int, mode: str, batches: int) -> dict:
         'seconds_per_batch': statistics.median(times),
         'all_seconds': times,
         'reached_entities_2_hops': statistics.mean(reached[1:]),
-        'peak_rss_gb': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss /
-        1e6,
+        'peak_rss_gb': peak_rss_gb(),
     }
 
 

@@ -47,7 +47,6 @@ import importlib.util
 import itertools
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -65,8 +64,8 @@ from pyg_degreembed.evaluation.ranks import both_directions
 from pyg_degreembed.training.loop import nll_loss
 from pyg_degreembed.training.threads import ThreadGuard, training_probe
 
-from common import (RESULTS, SHARED, load_benchmark, machine, update_readme,
-                    write_json, write_markdown)
+from common import (RESULTS, SHARED, load_benchmark, machine, peak_rss_gb,
+                    update_readme, write_json, write_markdown)
 
 MODELS = (('DegreEmbed', DegreEmbedReasoner), ('DRUM', RuleReasoner))
 DATASETS = list(BUNDLED) + ['wn18', 'fb15k-237']
@@ -231,8 +230,7 @@ def worker(dataset, args, training_only=False):
             entry['gpu_peak_memory_gb'] = \
                 torch.cuda.max_memory_allocated(device) / 1e9
         result['models'][label] = entry
-    result['peak_rss_gb'] = resource.getrusage(
-        resource.RUSAGE_SELF).ru_maxrss / 1e6
+    result['peak_rss_gb'] = peak_rss_gb()
     return result
 
 
