@@ -454,11 +454,10 @@ class TypedGraph:
         :meth:`propagate_groups` (:obj:`num_groups` groups) than the sparse
         way, from the measured costs :attr:`GROUPED_COSTS`."""
         work = int((self.node_ptr[x.node + 1] - self.node_ptr[x.node]).sum())
-        per_edge, per_node, per_group = self.GROUPED_COSTS
+        per_edge, per_node, _ = self.GROUPED_COSTS
         E, N, C = self.num_edges, self.num_nodes, x.num_columns
-        return work > (per_edge * E * C + per_node * N * C + min(
-            per_group * (E + N) * num_groups,
-            self.PAIR_COST * self.num_pairs * C))
+        return work > (per_edge * E * C + per_node * N * C +
+                       min(self._group_costs(C, num_groups)))
 
     def groups_by_pairs(self, num_columns: int, num_groups: int) -> bool:
         r"""Whether :meth:`propagate_groups` takes the (source, type) pairs'
@@ -467,9 +466,15 @@ class TypedGraph:
         (pair, column) (:attr:`PAIR_COST`) instead of a matrix per group
         (:attr:`GROUPED_COSTS`), cheaper where the groups have few
         columns."""
-        per_group = self.GROUPED_COSTS[2]
-        return self.PAIR_COST * self.num_pairs * num_columns < \
-            per_group * (self.num_edges + self.num_nodes) * num_groups
+        per_group, by_pairs = self._group_costs(num_columns, num_groups)
+        return by_pairs < per_group
+
+    def _group_costs(self, num_columns: int,
+                     num_groups: int) -> Tuple[float, float]:
+        # The cost of propagate_groups' matrices: one per group, or the
+        # pairs' values of every column (the units of GROUPED_COSTS).
+        return (self.GROUPED_COSTS[2] * (self.num_edges + self.num_nodes) *
+                num_groups, self.PAIR_COST * self.num_pairs * num_columns)
 
     def propagate_dense(
         self,

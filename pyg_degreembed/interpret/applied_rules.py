@@ -638,28 +638,29 @@ class AppliedRules(Module):
 
     def _groups(self, graph: TypedGraph, head: Tensor,
                 targets: Optional[Tensor] = None
-                ) -> List[Tuple[int, int]]:
+                ) -> Tuple[List[Tuple[int, int]], Optional[Tensor]]:
         # The queries scored at once: consecutive ranges whose heads' walks
         # (with targets, the walks of the paths met in the middle) add up
         # to at most GROUP_WALKS (a hub's head alone). A hub's query fires
         # most rules on most entities (on a 1M-triple KG, 64 queries at
         # once took more than 24 GB); the firings of one group are reduced
-        # to their cells' best keys before the next.
+        # to their cells' best keys before the next. With targets, also
+        # each query's forward depth (see target_paths; None without).
         if targets is None:
             return walk_chunks(graph, head, self.num_steps, head.numel(),
-                               max_walks=GROUP_WALKS, max_total=None)
-        walks, _ = forward_depths(graph, head,
-                                  targets.reshape(-1).nonzero().view(-1),
-                                  self.num_steps)
-        return cost_ranges(walks, head.numel(), GROUP_WALKS)
+                               max_walks=GROUP_WALKS, max_total=None), None
+        walks, depth = forward_depths(graph, head,
+                                      targets.reshape(-1).nonzero().view(-1),
+                                      self.num_steps)
+        return cost_ranges(walks, head.numel(), GROUP_WALKS), depth
 
     def _fired(self, graph, head, relation, remove_tail, num_columns,
-               targets=None):
+               targets=None, depth=None):
         # The cells b * N + y that some rule reaches (of the targets), sorted,
         # their keys as confidence levels (num_columns of them), and the
         # confidence of each level (see _best_keys).
         path, constant = self._firings(graph, head, relation, remove_tail,
-                                       targets)
+                                       targets, depth)
         tables, firings = [self.confidence], [path]
         if constant is not None:
             tables.append(self.constant_rules.confidence)
@@ -667,11 +668,13 @@ class AppliedRules(Module):
         return _best_keys(firings, tables, self.num_keys, num_columns,
                           self._rule_groups(self.redundancy))
 
-    def _firings(self, graph, head, relation, remove_tail, targets=None):
+    def _firings(self, graph, head, relation, remove_tail, targets=None,
+                 depth=None):
         # Every rule that reaches an entity y for query b: the cells
         # b * N + y and the rules' indices, of the path rules, then of the
         # constant rules (None without them); with `targets`, those of the
-        # target cells only (paths met in the middle, see target_paths).
+        # target cells only (paths met in the middle, see target_paths,
+        # at the forward depths `depth` if given, as _groups found them).
         N, P, L = graph.num_nodes, self._num_patterns, self.num_steps
         M = max(self.rule_key.numel(), 1)
         removed = None
@@ -707,13 +710,13 @@ class AppliedRules(Module):
         if target is not None:
             # The paths met in the middle (see target_paths): the cost
             # follows the targets' paths, not every entity a hub reaches.
+            if depth is None:
+                depth = forward_depths(graph, head, target, L)[1]
             for found in paths_to_targets(
-                    graph, head, target,
-                    forward_depths(graph, head, target, L)[1], L,
+                    graph, head, target, depth, L,
                     (relation, self.rule_prefix),
                     (relation, self.rule_suffix), self.rule_key):
                 reached(*found)
-            walk_ranges = []
         else:
             # The walk count sizes the chunks only, it does not refuse: the
             # expansion follows the rules' prefixes and merges equal states
@@ -722,16 +725,16 @@ class AppliedRules(Module):
             # states with more out-edges than MAX_WALKS are expanded in
             # parts (a hub's paths of two edges at 10M needed 6.2 GB at
             # once).
-            walk_ranges = walk_chunks(graph, head, L, head.numel(),
-                                      max_total=None)
-        for begin, end in walk_ranges:
-            part = None if removed is None else \
-                (removed[0][begin:end], removed[1][begin:end])
-            for step, walk, node, pattern, whole in expand_paths_in_parts(
-                    graph, head[begin:end], L, L, part,
-                    (relation[begin:end], self.rule_prefix)):
-                parted[0] |= not whole
-                reached(walk + begin, node, pattern)
+            for begin, end in walk_chunks(graph, head, L, head.numel(),
+                                          max_total=None):
+                part = None if removed is None else \
+                    (removed[0][begin:end], removed[1][begin:end])
+                for step, walk, node, pattern, whole in \
+                        expand_paths_in_parts(
+                            graph, head[begin:end], L, L, part,
+                            (relation[begin:end], self.rule_prefix)):
+                    parted[0] |= not whole
+                    reached(walk + begin, node, pattern)
         if parted[0]:  # each firing once
             firing = torch.unique(torch.cat(cell) * M + torch.cat(rule))
             cell, rule = [firing // M], [firing % M]
@@ -778,7 +781,7 @@ class AppliedRules(Module):
         targets = _check_targets(targets, head.numel(), graph, remove_tail)
         if self.model_weight:
             self._weighted_model()  # refused before any work without one
-        groups = self._groups(graph, head, targets)
+        groups, depth = self._groups(graph, head, targets)
         if len(groups) > 1:
             return torch.cat([self.forward(
                 graph, head[a:b], relation[a:b], remove_tail=None
@@ -788,7 +791,7 @@ class AppliedRules(Module):
         B, N = head.numel(), graph.num_nodes
         best = self._fired(graph, head, relation, remove_tail,
                            self.num_keys if self.aggregation == 'max-plus'
-                           else min(self.num_keys, TIE_KEYS), targets)
+                           else min(self.num_keys, TIE_KEYS), targets, depth)
         tail, tie = self._later_keys(graph, head, relation, remove_tail)
         keys, bound, noisy = self._ranking_keys(best, self.num_keys)
         score = self._score(keys, bound, best.cells, tail, N)
@@ -892,7 +895,7 @@ class AppliedRules(Module):
             raise ValueError("the answer-type rules' counts are not kept: "
                              'mine without answer_types')
         targets = _check_targets(targets, head.numel(), graph, remove_tail)
-        groups = self._groups(graph, head, targets)
+        groups, depth = self._groups(graph, head, targets)
         if len(groups) > 1:
             return torch.cat([self.score_with_unseen(
                 graph, head[a:b], relation[a:b], unseen, None
@@ -902,7 +905,7 @@ class AppliedRules(Module):
         constants = self.constant_rules
         B, N = head.numel(), graph.num_nodes
         path, constant = self._firings(graph, head, relation, remove_tail,
-                                       targets)
+                                       targets, depth)
         tail, tie = self._later_keys(graph, head, relation, remove_tail)
         assert tie is not None  # a tie-break is checked above
         # The model's evidence, where some aggregation weighs it.
