@@ -30,8 +30,8 @@ of their head relation in the checkpoint's applied rules,
 
 Writes results/scale_end_to_end.json (rows merged by size and processes),
 results/scale_end_to_end.md and results/scale_end_to_end.png (wall seconds
-per stage against triples, log-log, with the slope of the total between
-the sizes run).
+per stage against triples, log-log; the .md gives the slopes between
+consecutive sizes).
 """
 import argparse
 import json
@@ -124,15 +124,23 @@ def run(triples: int, processes: int, seconds_per_million: float,
     }
 
 
-def slope(rows, key=lambda r: r['wall_seconds']) -> str:
-    # The slope of log(seconds) against log(triples) between the smallest
-    # and the largest size run with one process.
+def slopes(rows, key=lambda r: r['wall_seconds']) -> str:
+    # The slopes of log(seconds) against log(triples) between consecutive
+    # sizes run with one process.
     rows = sorted((r for r in rows if r['processes'] == 1),
                   key=lambda r: r['num_triples'])
     if len(rows) < 2:
         return 'n/a'
-    a, b = rows[0], rows[-1]
-    return f"{math.log(key(b) / key(a)) / math.log(b['num_triples'] / a['num_triples']):.2f}"  # noqa: E501
+    return ', '.join(
+        f"{_size(a)}-{_size(b)} "
+        f"{math.log(key(b) / key(a)) / math.log(b['num_triples'] / a['num_triples']):.2f}"  # noqa: E501
+        for a, b in zip(rows, rows[1:]))
+
+
+def _size(row) -> str:
+    # 1027895 -> '1M', 309457 -> '300k': the size as requested.
+    n = row['num_triples_requested']
+    return f'{n // 10**6}M' if n >= 10**6 else f'{n // 1000}k'
 
 
 def table(rows) -> str:
@@ -152,11 +160,12 @@ def table(rows) -> str:
             f" | {r['test_ranking_seconds']:.0f} | {r['peak_rss_gb']:.1f} | "
             f"{r['mrr_sampled']:.3f} | {r['planted_recall']:.2f} |")
     lines.append('')
-    lines.append('Slope of log(seconds) against log(triples), one process, '
-                 f'smallest to largest size: wall {slope(rows)}, set-up '
-                 f"{slope(rows, lambda r: r['stage_seconds']['set-up'])}, "
+    lines.append('Slopes of log(seconds) against log(triples), one '
+                 'process, between consecutive sizes: wall '
+                 f'{slopes(rows)}; set-up '
+                 f"{slopes(rows, lambda r: r['stage_seconds']['set-up'])}; "
                  'test ranking '
-                 f"{slope(rows, lambda r: r['test_ranking_seconds'])}.")
+                 f"{slopes(rows, lambda r: r['test_ranking_seconds'])}.")
     return '\n'.join(lines)
 
 
