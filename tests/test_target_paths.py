@@ -108,8 +108,8 @@ def test_paths_met_in_the_middle_equal_dense_products(random_graph, L,
                                                       monkeypatch):
     # The (query, target, rule pattern) triples reached by the paths met
     # at every forward depth (all at one, mixed, as forward_depths chooses,
-    # with the hubs' states expanded in parts, and with the last forward
-    # edge read forwards or backwards from the targets' paths whatever
+    # with the hubs' states expanded and met in parts, and with the last
+    # forward edge read forwards or backwards from the targets' paths whatever
     # their costs; kept where the backward paths complete them to a rule,
     # or, past MAX_MEETING keys, where they are prefixes of rules) are those
     # of the dense products of the patterns' adjacency matrices.
@@ -137,8 +137,9 @@ def test_paths_met_in_the_middle_equal_dense_products(random_graph, L,
                 reach = (reach.double() @ M[k].double()) > 0
             want |= {(b, int(y), p)
                      for y in (reach & targets[b]).nonzero().view(-1)}
-    if depths == 'parts':
+    if depths == 'parts':  # expanded and met in parts
         monkeypatch.setattr(paths_module, 'MAX_WALKS', 3)
+        monkeypatch.setattr(target_paths, 'MAX_PAIRS', 3)
     monkeypatch.setattr(target_paths, 'MAX_MEETING', max_meeting)
     if depths.endswith('wards'):
         monkeypatch.setattr(target_paths, 'BACKWARD_COST', 0. if depths ==
