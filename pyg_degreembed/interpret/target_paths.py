@@ -204,10 +204,10 @@ def _toward(graph: TypedGraph, state: Tuple[Tensor, Tensor, Tensor],
     walk, node, pattern = state
     label, allowed = prefixes
     # The distinct (walk, node) of the states, and each one's states.
-    at_key, at = torch.unique(walk * N + node, return_inverse=True)
+    at_key, at, count = torch.unique(walk * N + node, return_inverse=True,
+                                     return_counts=True)
     by_key = torch.argsort(at, stable=True)
-    state_ptr = torch.searchsorted(
-        at[by_key], torch.arange(at_key.numel() + 1, device=at.device))
+    state_ptr = torch.cat([count.new_zeros(1), count.cumsum(0)])
     at_walk, at_node = at_key // N, at_key % N
     # Per (walk, node): the types its states allow, their edges, and the
     # edges read from it (the fewer).
