@@ -58,7 +58,7 @@ def ours(dataset: str, budget: float, work: str) -> dict:
     argv = [sys.executable, '-m', 'pyg_degreembed.cli', 'train',
             '--dataset', folder(dataset), '--time-budget', str(budget),
             '--checkpoint', checkpoint, '--no-progress', '--overwrite']
-    out, code, seconds, peak = timed(argv)
+    out, code, seconds, peak, _ = timed(argv)
     if code != 0:
         raise RuntimeError(f'{" ".join(argv)} failed:\n{out}')
     with open(os.path.splitext(checkpoint)[0] + '.json') as f:
@@ -77,7 +77,7 @@ def ours(dataset: str, budget: float, work: str) -> dict:
                 '--checkpoint', checkpoint, '--graph',
                 folder(dataset) + '_ind', '--json',
                 os.path.join(work, 'ind.json')]
-        out, code, seconds, peak = timed(argv)
+        out, code, seconds, peak, _ = timed(argv)
         if code != 0:
             raise RuntimeError(f'{" ".join(argv)} failed:\n{out}')
         with open(os.path.join(work, 'ind.json')) as f:
@@ -102,7 +102,7 @@ def anyburl_once(dataset: str, learn: int, work: str) -> dict:
         args = [','.join(trains), os.path.join(base, 'valid.txt'),
                 os.path.join(base, 'test.txt')]
     out_dir = os.path.join(work, f'anyburl-{learn}')
-    out, code, seconds, _ = timed(['bash', ANYBURL, out_dir, str(learn),
+    out, code, seconds, _, _ = timed(['bash', ANYBURL, out_dir, str(learn),
                                    *args])
     if code != 0:
         raise RuntimeError(f'AnyBURL failed:\n{out}')

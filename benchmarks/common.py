@@ -104,10 +104,11 @@ def largest_rss(pid: int) -> int:
 
 def timed(argv, interval: float = 0.5):
     r"""Runs :obj:`argv`; returns its output (stdout and stderr), exit code,
-    wall seconds and peak RSS in GB: the largest process of its tree (under
-    torchrun, the largest worker), sampled every :obj:`interval` seconds
-    from ``/proc`` (not the kernel's maximum, ``ru_maxrss`` or ``/usr/bin/time
-    %M``, which the command resets when it measures its own peaks through
+    wall seconds, peak RSS in GB and the second (from the start) at which it
+    was sampled: the largest process of its tree (under torchrun, the
+    largest worker), sampled every :obj:`interval` seconds from ``/proc``
+    (not the kernel's maximum, ``ru_maxrss`` or ``/usr/bin/time %M``, which
+    the command resets when it measures its own peaks through
     ``/proc/self/clear_refs``)."""
     start = time.perf_counter()
     process = subprocess.Popen(argv, stdout=subprocess.PIPE,
@@ -116,13 +117,15 @@ def timed(argv, interval: float = 0.5):
     reader = threading.Thread(target=lambda: output.append(
         process.stdout.read()))
     reader.start()
-    peak = 0
+    peak, peak_at = 0, 0.
     while process.poll() is None:
-        peak = max(peak, largest_rss(process.pid))
+        rss = largest_rss(process.pid)
+        if rss > peak:
+            peak, peak_at = rss, time.perf_counter() - start
         time.sleep(interval)
     reader.join()
     return output[0], process.returncode, time.perf_counter() - start, \
-        peak / 1e9
+        peak / 1e9, peak_at
 
 
 def peak_rss_gb() -> float:

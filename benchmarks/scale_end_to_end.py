@@ -21,6 +21,7 @@ A row: ``num_triples`` (generated), ``num_entities``, ``processes``,
 less its test ranking), ``stage_seconds`` (set-up, mining, training,
 choice: what the command's metrics file records), ``test_ranking_seconds``,
 ``peak_rss_gb`` (of the command, the largest process under torchrun),
+``peak_rss_stage`` (the stage it was sampled in),
 ``mrr_sampled`` (realistic ties, each test answer against 500 filtered
 candidates drawn at random: the OGB protocol, not comparable with full
 ranking),
@@ -91,7 +92,7 @@ def run(triples: int, processes: int, seconds_per_million: float,
             '--overwrite']
     if max_memory is not None:
         argv += ['--max-memory', f'{max_memory:g}']
-    out, code, seconds, peak = timed(argv)
+    out, code, seconds, peak, peak_at = timed(argv)
     if code != 0:
         raise RuntimeError(f'{" ".join(argv)} failed:\n{out}')
     with open(os.path.splitext(checkpoint)[0] + '.json') as f:
@@ -114,6 +115,7 @@ def run(triples: int, processes: int, seconds_per_million: float,
                           metrics['stage_seconds'].items()},
         'test_ranking_seconds': round(metrics['ranking_seconds'], 1),
         'peak_rss_gb': round(peak, 2),
+        'peak_rss_stage': stage_at(peak_at, metrics['stage_seconds']),
         'mrr_sampled': metrics['metrics']['realistic']['mrr'],
         'eval_candidates': metrics['eval_candidates'],
         'planted_recall': recall(checkpoint, folder),
@@ -122,6 +124,18 @@ def run(triples: int, processes: int, seconds_per_million: float,
                                     'time budget', 'mining', 'stopped',
                                     'applied', 'scorer', 'checkpoint'))],
     }
+
+
+def stage_at(seconds: float, stage_seconds: dict) -> str:
+    # The stage running :obj:`seconds` into the command (its stages' wall
+    # seconds in order; the interpreter's start counted in the first, the
+    # test ranking after the last).
+    end = 0.
+    for stage, length in stage_seconds.items():
+        end += length
+        if seconds <= end:
+            return stage
+    return 'test ranking'
 
 
 def slopes(rows, key=lambda r: r['wall_seconds']) -> str:
@@ -157,7 +171,9 @@ def table(rows) -> str:
             f"{r.get('max_memory_gb') or '-'} | "
             f"{r['wall_seconds']:.0f} | " + ' | '.join(
                 f"{r['stage_seconds'].get(s, 0):.0f}" for s in STAGES) +
-            f" | {r['test_ranking_seconds']:.0f} | {r['peak_rss_gb']:.1f} | "
+            f" | {r['test_ranking_seconds']:.0f} | {r['peak_rss_gb']:.1f}"
+            + (f" ({r['peak_rss_stage']})" if 'peak_rss_stage' in r else '')
+            + ' | '
             f"{r['mrr_sampled']:.3f} | {r['planted_recall']:.2f} |")
     lines.append('')
     lines.append('Slopes of log(seconds) against log(triples), one '

@@ -43,22 +43,23 @@ def test_retain_freed_memory_keeps_freed_blocks_resident():
 @pytest.mark.skipif(not sys.platform.startswith('linux'),
                     reason='reads /proc')
 def test_a_memory_limit_counts_what_the_process_holds(monkeypatch):
-    # available_memory: the limit less the resident set (a 256 MB tensor
-    # held lowers it by that much), the system's part shared by processes,
-    # and no limit again once it is lifted.
+    # available_memory: the limit less its headroom less the resident set (a
+    # 256 MB tensor held lowers it by that much), the system's part shared
+    # by processes, and no limit again once it is lifted.
     import torch
     from pyg_degreembed.training import budget
     monkeypatch.setattr(budget, '_meminfo_available', lambda: 2**40)
+    kept = 1 - budget.MEMORY_HEADROOM
     try:
-        budget.set_memory_limit(budget._resident_bytes() + 2**30)
+        budget.set_memory_limit((budget._resident_bytes() + 2**30) / kept)
         before = budget.available_memory(trimmed=True)
-        assert abs(before - 2**30) < 2**27
+        assert abs(before - 2**30) < 2**26
         held = torch.ones(64 * 2**20)
         after = budget.available_memory(trimmed=True)
         assert abs(before - after - held.nbytes) < 2**24
         assert budget.available_memory(trimmed=True, sharers=2) == \
             budget.available_memory(trimmed=True)
-        budget.set_memory_limit(budget._resident_bytes() + 2**41)
+        budget.set_memory_limit((budget._resident_bytes() + 2**41) / kept)
         assert budget.available_memory(trimmed=True, sharers=2) == 2**39
     finally:
         budget.set_memory_limit(None)

@@ -126,7 +126,8 @@ def _train_parser(sub):
                    help='the resident memory the run sizes itself to (each '
                    'process under torchrun): the training and ranking '
                    "batches and the rules' path expansions count at most "
-                   'this less what the process holds, and freed memory is '
+                   'nine tenths of this (a tenth is headroom) less what the '
+                   'process holds, and freed memory is '
                    'handed back to the system instead of kept for reuse '
                    '(steps are slower); it sizes, it does not enforce '
                    "(None: the machine's available memory)")

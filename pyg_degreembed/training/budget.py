@@ -57,15 +57,22 @@ def _address_space_left() -> Optional[int]:
 _memory_limit: Optional[int] = None
 
 
+#: The share of a memory limit (:func:`set_memory_limit`) kept free of what
+#: sizes itself, for what no estimate foresees.
+MEMORY_HEADROOM = 0.1
+
+
 def set_memory_limit(num_bytes: Optional[float]):
-    r"""Makes :func:`available_memory` count at most :obj:`num_bytes` less
-    the process's resident set (:obj:`None`: no such limit), so that what
-    sizes itself to the memory (the training batch, the ranking batch, the
-    rules' path expansions) leaves the rest of the machine to others.  It
-    sizes; it does not enforce: memory no estimate foresees can go past
-    it."""
+    r"""Makes :func:`available_memory` count at most :math:`(1 - h)` times
+    :obj:`num_bytes` less the process's resident set (:math:`h` =
+    :data:`MEMORY_HEADROOM`; :obj:`None`: no such limit), so that what sizes
+    itself to the memory (the training batch, the ranking batch, the rules'
+    path expansions) leaves the rest of the machine to others.  It sizes; it
+    does not enforce: memory no estimate foresees can go past the
+    headroom."""
     global _memory_limit
-    _memory_limit = None if num_bytes is None else int(num_bytes)
+    _memory_limit = None if num_bytes is None else \
+        int((1 - MEMORY_HEADROOM) * num_bytes)
 
 
 def _resident_bytes() -> Optional[int]:
