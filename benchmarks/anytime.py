@@ -103,7 +103,7 @@ def anyburl_once(dataset: str, learn: int, work: str) -> dict:
                 os.path.join(base, 'test.txt')]
     out_dir = os.path.join(work, f'anyburl-{learn}')
     out, code, seconds, _, _ = timed(['bash', ANYBURL, out_dir, str(learn),
-                                   *args])
+                                      *args])
     if code != 0:
         raise RuntimeError(f'AnyBURL failed:\n{out}')
     result = json.loads(out.strip().splitlines()[-1])
