@@ -781,13 +781,21 @@ class AppliedRules(Module):
         targets = _check_targets(targets, head.numel(), graph, remove_tail)
         if self.model_weight:
             self._weighted_model()  # refused before any work without one
+        return torch.cat([self._forward_group(graph, *part) for part in
+                          self._group_parts(graph, head, relation,
+                                            remove_tail, targets)])
+
+    def _group_parts(self, graph, head, relation, remove_tail, targets):
+        # Per group of _groups: its queries' head, relation, remove_tail,
+        # targets and forward depths (None where not given).
         groups, depth = self._groups(graph, head, targets)
-        if len(groups) > 1:
-            return torch.cat([self.forward(
-                graph, head[a:b], relation[a:b], remove_tail=None
-                if remove_tail is None else remove_tail[a:b],
-                targets=None if targets is None else targets[a:b])
-                for a, b in groups])
+        for a, b in groups if len(groups) > 1 else [(0, head.numel())]:
+            yield tuple(None if x is None else x[a:b] for x in
+                        (head, relation, remove_tail, targets, depth))
+
+    def _forward_group(self, graph, head, relation, remove_tail, targets,
+                       depth) -> Tensor:
+        # forward's scores of one group of queries.
         B, N = head.numel(), graph.num_nodes
         best = self._fired(graph, head, relation, remove_tail,
                            self.num_keys if self.aggregation == 'max-plus'
@@ -895,13 +903,14 @@ class AppliedRules(Module):
             raise ValueError("the answer-type rules' counts are not kept: "
                              'mine without answer_types')
         targets = _check_targets(targets, head.numel(), graph, remove_tail)
-        groups, depth = self._groups(graph, head, targets)
-        if len(groups) > 1:
-            return torch.cat([self.score_with_unseen(
-                graph, head[a:b], relation[a:b], unseen, None
-                if remove_tail is None else remove_tail[a:b], aggregations,
-                None if targets is None else targets[a:b])
-                for a, b in groups], dim=1)
+        return torch.cat([
+            self._unseen_group(graph, *part, unseen, choices, most, columns)
+            for part in self._group_parts(graph, head, relation,
+                                          remove_tail, targets)], dim=1)
+
+    def _unseen_group(self, graph, head, relation, remove_tail, targets,
+                      depth, unseen, choices, most, columns) -> Tensor:
+        # score_with_unseen's scores of one group of queries.
         constants = self.constant_rules
         B, N = head.numel(), graph.num_nodes
         path, constant = self._firings(graph, head, relation, remove_tail,
