@@ -1,6 +1,7 @@
 """Ablation of the rank T of DegreEmbed (the paper's Fig. 7).
 
-    python benchmarks/ablation_rank.py --datasets family kinship umls --ranks 1 2 3 4
+    python benchmarks/ablation_rank.py --datasets family kinship umls \\
+        --ranks 1 2 3 4
     python benchmarks/ablation_rank.py --plot-only
 
 Trains DegreEmbed with T = 1..4 (otherwise the paper's settings and the

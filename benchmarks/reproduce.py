@@ -1,9 +1,10 @@
 """Reproduce the paper's link-prediction table with one protocol for all.
 
-    python benchmarks/reproduce.py --dataset kinship --model degreembed --seeds 0
+    python benchmarks/reproduce.py --dataset kinship --model degreembed \\
+        --seeds 0
     python benchmarks/reproduce.py --dataset family --model all --seeds 0 1 2
     python benchmarks/reproduce.py --table-only
-    python benchmarks/reproduce.py --dataset fb15k-237 --model degreembed \
+    python benchmarks/reproduce.py --dataset fb15k-237 --model degreembed \\
         --epochs 30 --checkpoint-dir runs/checkpoints   # rerun to resume
 
 Models: degreembed, drum, neurallp (the rank-one form) with the paper's

@@ -42,12 +42,15 @@ def kill(epoch, step):
 result = fit(model, data, epochs=5, batch_size=16, lr=0.05, patience=10,
              progress=False, log=None, adapt_threads=False,
              checkpoint=None if mode == 'full' else checkpoint,
-             resume=mode == 'resume', callback=kill if mode in SIGNAL else None)
+             resume=mode == 'resume',
+             callback=kill if mode in SIGNAL else None)
 ranks = compute_ranks(model, data, 'test')
 with open(out, 'w') as f:
-    json.dump({{'history': [[h['loss'], h['valid_mrr']] for h in result.history],
+    json.dump({{'history': [[h['loss'], h['valid_mrr']]
+                            for h in result.history],
                'test': ranks.ranks['realistic'].tolist(),
-               'weights': [float(p.double().sum()) for p in model.parameters()]}}, f)
+               'weights': [float(p.double().sum())
+                           for p in model.parameters()]}}, f)
 '''
 
 

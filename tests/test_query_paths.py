@@ -84,8 +84,8 @@ def pattern_id(edge_types, K=2):
 
 @pytest.mark.parametrize('seed', range(3))
 @pytest.mark.parametrize('dense', [True, False])
-def test_pairs_each_pattern_joins_against_matrix_products(seed, dense,
-                                                           monkeypatch):
+def test_pairs_each_pattern_joins_against_matrix_products(
+        seed, dense, monkeypatch):
     # The bodies' pairs x != y, counted in a dense array or by sorting,
     # against boolean products of the typed adjacency matrices.
     if not dense:
