@@ -781,7 +781,7 @@ class AppliedRules(Module):
         targets = _check_targets(targets, head.numel(), graph, remove_tail)
         if self.model_weight:
             self._weighted_model()  # refused before any work without one
-        return torch.cat([self._forward_group(graph, *part) for part in
+        return torch.cat([self._forward_group(graph, part) for part in
                           self._group_parts(graph, head, relation,
                                             remove_tail, targets)])
 
@@ -793,9 +793,9 @@ class AppliedRules(Module):
             yield tuple(None if x is None else x[a:b] for x in
                         (head, relation, remove_tail, targets, depth))
 
-    def _forward_group(self, graph, head, relation, remove_tail, targets,
-                       depth) -> Tensor:
-        # forward's scores of one group of queries.
+    def _forward_group(self, graph, part) -> Tensor:
+        # forward's scores of one group of queries (a part of _group_parts).
+        head, relation, remove_tail, targets, depth = part
         B, N = head.numel(), graph.num_nodes
         best = self._fired(graph, head, relation, remove_tail,
                            self.num_keys if self.aggregation == 'max-plus'
@@ -904,19 +904,23 @@ class AppliedRules(Module):
                              'mine without answer_types')
         targets = _check_targets(targets, head.numel(), graph, remove_tail)
         return torch.cat([
-            self._unseen_group(graph, *part, unseen, choices, most, columns)
+            self._unseen_group(graph, part, unseen, choices, most, columns)
             for part in self._group_parts(graph, head, relation,
                                           remove_tail, targets)], dim=1)
 
-    def _unseen_group(self, graph, head, relation, remove_tail, targets,
-                      depth, unseen, choices, most, columns) -> Tensor:
-        # score_with_unseen's scores of one group of queries.
+    def _unseen_group(self, graph, part, unseen, choices, most,
+                      columns) -> Tensor:
+        # score_with_unseen's scores of one group of queries (a part of
+        # _group_parts).
+        head, relation, remove_tail, targets, depth = part
         constants = self.constant_rules
         B, N = head.numel(), graph.num_nodes
         path, constant = self._firings(graph, head, relation, remove_tail,
                                        targets, depth)
         tail, tie = self._later_keys(graph, head, relation, remove_tail)
-        assert tie is not None  # a tie-break is checked above
+        # The counts and the tie-break are checked by score_with_unseen.
+        assert tie is not None and self.support is not None \
+            and self.groundings is not None
         # The model's evidence, where some aggregation weighs it.
         model = _model_probability(tie.view(B, N)).view(-1) \
             if any(a.model_weight for a in choices) else None
