@@ -946,3 +946,97 @@ def test_the_firings_of_a_ranking_are_checked_against_the_memory(
     monkeypatch.setattr(budget_module, 'available_memory',
                         lambda **_: 2 * firings)
     applied(graph, head, relation)
+
+
+@pytest.mark.parametrize('seed', [0, 1])
+def test_shortened_rules_score_as_those_mined_shorter(seed):
+    # The path rules of up to 3 edges cut at 1 or 2 edges are the rules
+    # mined at that length (same counts, confidences and scores), and
+    # score_with_unseen scores each cut as those rules do.
+    data = random_kg(seed, N=12, E=60)
+    R = data.num_relations
+    torch.manual_seed(seed)
+    model = RuleReasoner(R, num_steps=2).eval()
+    longest = AppliedRules.mine(data, 3, min_support=1, unseen=0.5,
+                                tie_break=model)
+    P = longest._num_patterns
+    assert longest.rule_length.tolist() == [
+        len(pattern_of(int(key) % P, 2 * R)) for key in longest.rule_key]
+    graph = resolve_graph(data, num_relations=R)
+    head = torch.cat([data.train_edge_index[0], data.train_edge_index[1]])
+    relation = torch.cat([data.train_edge_type, data.train_edge_type + R])
+    tail = torch.cat([data.train_edge_index[1], data.train_edge_index[0]])
+    unseen = (0.5, 200.)
+    cuts = (3, 1, 2)
+    both = (('max-plus', 3), ('noisy-or', 5, 0.3))
+    scores = longest.score_with_unseen(graph, head, relation, unseen,
+                                       remove_tail=tail, aggregations=both,
+                                       max_lengths=cuts)
+    assert scores.shape[0] == len(unseen) * len(cuts) * len(both) + 1
+    for got, (u, length, a) in zip(scores, itertools.product(unseen, cuts,
+                                                             both)):
+        mined = AppliedRules.mine(data, length, min_support=1, unseen=u,
+                                  tie_break=model, aggregation=a[0],
+                                  num_keys=a[1], model_weight=a[2]
+                                  if len(a) > 2 else 0.)
+        cut = AppliedRules.mine(data, 3, min_support=1, unseen=u,
+                                tie_break=model, aggregation=a[0],
+                                num_keys=a[1], model_weight=a[2]
+                                if len(a) > 2 else 0.).shortened(length)
+        assert cut.num_steps == length
+        for name in ('rule_key', 'confidence', 'support', 'groundings'):
+            assert torch.equal(getattr(cut, name), getattr(mined, name))
+        want = mined(graph, head, relation, remove_tail=tail)
+        assert torch.equal(cut(graph, head, relation, remove_tail=tail),
+                           want)
+        assert torch.equal(got, want)
+    for bad in ((), (0, ), (4, )):
+        with pytest.raises(ValueError, match='max_lengths'):
+            longest.score_with_unseen(graph, head, relation, unseen,
+                                      max_lengths=bad)
+    with pytest.raises(ValueError, match='max_length'):
+        longest.shortened(4)
+
+
+def test_the_choice_cuts_the_rules_where_shorter_rank_better(monkeypatch):
+    # With rules of up to 3 edges, stage 2 ranks each (longest length,
+    # aggregation), the full length first, as the rules mined at that
+    # length alone; the one chosen (here forced: the last) is what the
+    # choice keeps, the rules cut at its length.
+    data = chain_kg()
+    R = data.num_relations
+    model = RuleReasoner(R, num_steps=2)
+    pairs = (('max-plus', 3), ('noisy-or', 10))
+    options = [(n, a) for n in (3, 2, 1) for a in pairs]
+    picks = []
+
+    def last(options):  # the preferred u, then the last setting
+        picks.append(len(options))
+        return 0 if len(picks) == 1 else len(options) - 1
+
+    monkeypatch.setattr(scorer_module, 'preferred_choice', last)
+    choice = choose_scorer(model, data, 3, scorer='rules', unseen=(5., ),
+                           aggregations=pairs, max_lengths=(3, 2, 1))
+    assert picks == [1, len(options)]
+    model_ranks = compute_ranks(model, data, 'valid')
+    for got, (n, a) in zip(choice.aggregation_ranks, options):
+        want = compute_ranks(AppliedRules.mine(
+            data, n, tie_break=model, unseen=5., aggregation=a[0],
+            num_keys=a[1]), data, 'valid')
+        assert torch.equal(got.ranks['realistic'], want.ranks['realistic'])
+    assert torch.equal(choice.aggregation_ranks[-1].ranks['realistic'],
+                       model_ranks.ranks['realistic'])
+    assert choice.applied.num_steps == 1
+    assert choice.aggregation == Aggregation('noisy-or', 10)
+    assert 'rules of <= 1 edges' in choice.reason
+    one = AppliedRules.mine(data, 1, tie_break=model, unseen=5.,
+                            aggregation='noisy-or', num_keys=10)
+    assert torch.equal(choice.applied.rule_key, one.rule_key)
+    assert torch.equal(choice.applied.confidence, one.confidence)
+    # By default every length from L down to 2, the full length first.
+    monkeypatch.undo()
+    default = choose_scorer(model, data, 3, scorer='rules', unseen=(5., ),
+                            aggregations=pairs)
+    assert len(default.aggregation_ranks) == 2 * len(pairs) + 1
+    with pytest.raises(ValueError, match='max_lengths'):
+        choose_scorer(model, data, 3, max_lengths=(4, ))

@@ -281,3 +281,36 @@ def test_a_checkpoint_with_a_bad_overlap_is_refused():
         with pytest.raises(CheckpointError, match=field):
             _check_rules({**payload, **change}, 5, 5, 'x.pt')
     _check_rules(payload, 5, 5, 'x.pt')
+
+
+def test_shortened_rules_cluster_among_themselves():
+    # Cut at 2 edges, rules of up to 3 edges keep the overlaps between the
+    # rules kept: their clusters are those of clusters(_, 2), and
+    # score_with_unseen scores the cut as the shortened rules do (a longer
+    # rule linking two shorter ones no longer joins them).
+    data = random_kg(seed=1, N=12, R=3, E=60)
+    R = data.num_relations
+    applied = AppliedRules.mine(data, num_steps=3, min_support=1, unseen=7.,
+                                aggregation='noisy-or', num_keys=50,
+                                redundancy=0.3,
+                                tie_break=RuleReasoner(R, num_steps=2))
+    kept = applied.rule_length <= 2
+    index = kept.long().cumsum(0) - 1
+    cut = applied.shortened(2)
+    assert cut.redundancy == 0.3
+    for name in ('relation', 'pattern', 'confidence'):
+        assert torch.equal(cut.to_payload()[name],
+                           applied.to_payload()[name][kept])
+    # The same partition of the rules kept (each cluster named by its
+    # smallest index, in each numbering).
+    assert torch.equal(index[applied.clusters(0.3, 2)[:kept.numel()][kept]],
+                       cut.clusters(0.3)[:cut.rule_key.numel()])
+    assert not torch.equal(applied.clusters(0.3, 2), applied.clusters(0.3))
+    graph = resolve_graph(data, num_relations=R)
+    N = data.num_nodes
+    head = torch.arange(N).repeat_interleave(2 * R)
+    relation = torch.arange(2 * R).repeat(N)
+    scores = applied.score_with_unseen(
+        graph, head, relation, [7.], max_lengths=[2],
+        aggregations=[('noisy-or', 50, 0., 0.3)])
+    assert torch.equal(scores[0], cut(graph, head, relation))

@@ -299,7 +299,7 @@ def _train(args, config, plan, source, checkpoint, device, process):
         if process == 0:
             constants = choice.applied.constant_rules
             print(f'applied rules: {choice.applied.rule_key.numel()} path '
-                  f'rules of length <= {args.steps}, '
+                  f'rules of length <= {choice.applied.num_steps}, '
                   f'{0 if constants is None else len(constants)} constant '
                   f'rules, {describe(choice.aggregation)}' +
                   ('' if choice.aggregation.model_weight else

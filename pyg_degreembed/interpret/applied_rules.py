@@ -269,7 +269,7 @@ class AppliedRules(Module):
         self.register_buffer('overlap_pairs', None)
         self.register_buffer('overlap_jaccard', None)
         # The clusters of each redundancy asked for (see clusters).
-        self._clusters: Dict[float, Tensor] = {}
+        self._clusters: Dict[Tuple[float, int], Tensor] = {}
         if overlap is not None:
             self._set_overlap(overlap)
         if redundancy is not None and overlap is None:
@@ -360,10 +360,13 @@ class AppliedRules(Module):
                                       overlap.jaccard[both]))
         return self
 
-    def clusters(self, redundancy: float) -> Tensor:
+    def clusters(self, redundancy: float,
+                 max_length: Optional[int] = None) -> Tensor:
         r"""The cluster of each rule (path rules, then constant rules, see
         :obj:`overlap`; the smallest index in it) under the overlap
-        :obj:`redundancy` (see the module's description).
+        :obj:`redundancy` (see the module's description); with
+        :obj:`max_length`, those of the rules of :meth:`shortened` (the
+        longer path rules left out of the clusters, each on its own).
 
         :rtype: :class:`torch.Tensor` of shape :obj:`[num_rules]`
         """
@@ -371,19 +374,29 @@ class AppliedRules(Module):
         if overlap is None:
             raise ValueError("'redundancy' clusters the rules by their "
                              "overlap: give an 'overlap' (measure_overlap)")
-        redundancy = float(redundancy)
-        if redundancy not in self._clusters:
-            self._clusters[redundancy] = rule_clusters(
-                self.num_rules, overlap, redundancy)
-        return self._clusters[redundancy].to(self.rule_key.device)
+        key = (float(redundancy), self.num_steps if max_length is None
+               else int(max_length))
+        if key not in self._clusters:
+            if key[1] < self.num_steps:
+                kept = torch.cat([
+                    self.rule_length <= key[1],
+                    self.rule_key.new_ones(self.num_rules -
+                                           self.rule_key.numel()).bool()])
+                both = kept[overlap.pairs].all(dim=0)
+                overlap = RuleOverlap(overlap.pairs[:, both],
+                                      overlap.jaccard[both])
+            self._clusters[key] = rule_clusters(self.num_rules, overlap,
+                                                key[0])
+        return self._clusters[key].to(self.rule_key.device)
 
-    def _rule_groups(self, redundancy: Optional[float]
+    def _rule_groups(self, redundancy: Optional[float],
+                     max_length: Optional[int] = None
                      ) -> Optional[List[Tensor]]:
         # Per table of _best_keys (path rules, then constant rules), the
         # cluster of each rule (None: each rule on its own).
         if redundancy is None:
             return None
-        cluster = self.clusters(redundancy)
+        cluster = self.clusters(redundancy, max_length)
         M = self.rule_key.numel()
         return [cluster[:M]] if self.constant_rules is None else \
             [cluster[:M], cluster[M:]]
@@ -398,6 +411,44 @@ class AppliedRules(Module):
             paths = (overlap.pairs < self.rule_key.numel()).all(dim=0)
             payload['overlap_pairs'] = overlap.pairs[:, paths]
             payload['overlap_jaccard'] = overlap.jaccard[paths]
+        return AppliedRules.from_payload(payload, self.tie_break).to(
+            self.rule_key.device)
+
+    @property
+    def rule_length(self) -> Tensor:
+        r"""The number of edges of each path rule's body, in the order of
+        :attr:`rule_key`, shape :obj:`[M]`."""
+        pattern = self.rule_key % self._num_patterns
+        base = self.num_edge_types + 1
+        return torch.stack([pattern >= base**step for step in range(
+            self.num_steps)]).sum(dim=0)
+
+    def shortened(self, max_length: int) -> 'AppliedRules':
+        r"""The same rules without the path rules longer than
+        :obj:`max_length` edges (:math:`L` = :obj:`max_length`: their
+        bodies are followed no further); the constant rules, the overlaps
+        between the rules kept and the redundancy stay."""
+        check_rule_length(max_length)
+        if max_length > self.num_steps:
+            raise ValueError(f"'max_length' must be at most the rules' "
+                             f'length {self.num_steps}, got {max_length}')
+        keep = self.rule_length <= max_length
+        payload = self.to_payload()
+        for key in ('relation', 'pattern', 'confidence', 'support',
+                    'groundings'):
+            if payload[key] is not None:
+                payload[key] = payload[key][keep]
+        payload['config'] = {**payload['config'], 'num_steps': max_length}
+        overlap = self.overlap
+        if overlap is not None:
+            # Each rule's index among those kept (the constant rules after
+            # the path rules, all kept).
+            kept = torch.cat([keep, keep.new_ones(
+                self.num_rules - keep.numel())])
+            index = kept.long().cumsum(0) - 1
+            pairs = kept[overlap.pairs].all(dim=0)
+            payload['overlap_pairs'] = index[overlap.pairs[:, pairs]]
+            payload['overlap_jaccard'] = overlap.jaccard[pairs]
         return AppliedRules.from_payload(payload, self.tie_break).to(
             self.rule_key.device)
 
@@ -853,12 +904,15 @@ class AppliedRules(Module):
                           remove_tail: Optional[Tensor] = None,
                           aggregations: Optional[
                               Sequence[Tuple[Any, ...]]] = None,
-                          targets: Optional[Tensor] = None) -> Tensor:
+                          targets: Optional[Tensor] = None,
+                          max_lengths: Optional[Sequence[int]] = None
+                          ) -> Tensor:
         r"""The scores of :meth:`forward` under the confidences of several
         :math:`u` at once, and the tie-break's own scores: what
         :obj:`AppliedRules.mine(..., unseen=u)` with the same counts would
-        score, for each :math:`u` of :obj:`unseen`, with the rules' bodies
-        followed and the tie-break run once.
+        score, for each :math:`u` of :obj:`unseen` (and, with
+        :obj:`max_lengths`, what its :meth:`shortened` rules would score),
+        with the rules' bodies followed and the tie-break run once.
 
         The path rules' confidences are recomputed from their counts
         (:obj:`support`, :obj:`groundings`); the constant rules' too, those
@@ -879,10 +933,14 @@ class AppliedRules(Module):
             targets (torch.Tensor, optional): As in :meth:`forward`: only
                 these entities scored (the tie-break's scores too).
                 (default: :obj:`None`, every entity)
+            max_lengths (Sequence[int], optional): The longest path rules
+                that score, each a ranking (:math:`V` of them).
+                (default: :obj:`None`, :math:`V = 1`: every rule)
 
-        :rtype: :class:`torch.Tensor` of shape :obj:`[S A + 1, B, N]`
+        :rtype: :class:`torch.Tensor` of shape :obj:`[S V A + 1, B, N]`
             (:math:`S` values of :math:`u` in order, under each the
-            :math:`A` aggregations; the tie-break's scores last)
+            :math:`V` longest lengths, under each the :math:`A`
+            aggregations; the tie-break's scores last)
         """
         choices = [Aggregation(*a) for a in (
             [(self.aggregation, self.num_keys, self.model_weight)]
@@ -902,16 +960,23 @@ class AppliedRules(Module):
         if bool(self.type_confidence.any()):
             raise ValueError("the answer-type rules' counts are not kept: "
                              'mine without answer_types')
+        lengths = [self.num_steps] if max_lengths is None else \
+            [int(length) for length in max_lengths]
+        if not lengths or not all(1 <= length <= self.num_steps
+                                  for length in lengths):
+            raise ValueError(f"'max_lengths' must be rule lengths in [1, "
+                             f'{self.num_steps}], got {max_lengths}')
         targets = _check_targets(targets, head.numel(), graph, remove_tail)
+        scored = [(length, a) for length in lengths for a in choices]
         return torch.cat([
-            self._unseen_group(graph, part, unseen, choices, most, columns)
+            self._unseen_group(graph, part, unseen, scored, most, columns)
             for part in self._group_parts(graph, head, relation,
                                           remove_tail, targets)], dim=1)
 
     def _unseen_group(self, graph, part, unseen, choices, most,
                       columns) -> Tensor:
         # score_with_unseen's scores of one group of queries (a part of
-        # _group_parts).
+        # _group_parts); `choices`: (longest rule length, aggregation).
         head, relation, remove_tail, targets, depth = part
         constants = self.constant_rules
         B, N = head.numel(), graph.num_nodes
@@ -923,7 +988,12 @@ class AppliedRules(Module):
             and self.groundings is not None
         # The model's evidence, where some aggregation weighs it.
         model = _model_probability(tie.view(B, N)).view(-1) \
-            if any(a.model_weight for a in choices) else None
+            if any(a.model_weight for _, a in choices) else None
+        # The path rules' firings of each longest length.
+        length = self.rule_length[path[1]]
+        paths = {m: path if m == self.num_steps else
+                 (path[0][length <= m], path[1][length <= m])
+                 for m, _ in choices}
         out: List[Tensor] = []
         for u in unseen:
             tables = [rule_confidence(self.support, self.groundings, u)]
@@ -939,12 +1009,14 @@ class AppliedRules(Module):
                 tables.append(value)
                 firings.append((constant[0][kept], constant[1][kept]))
             scores: List[Tensor] = [tail] * len(choices)
-            for redundancy in dict.fromkeys(a.redundancy for a in choices):
+            for m, redundancy in dict.fromkeys(
+                    (m, a.redundancy) for m, a in choices):
                 # The best `keys` rules of a cell are the first of the best.
-                best = _best_keys(firings, tables, most, columns,
-                                  self._rule_groups(redundancy))
-                for i, (a, keys, weight, clusters) in enumerate(choices):
-                    if clusters != redundancy:
+                best = _best_keys([paths[m]] + firings[1:], tables, most,
+                                  columns, self._rule_groups(redundancy, m))
+                for i, (n, (a, keys, weight, clusters)) in enumerate(
+                        choices):
+                    if (n, clusters) != (m, redundancy):
                         continue
                     ranking, bound, noisy = self._ranking_keys(best, keys, a)
                     score = self._score(ranking, bound, best.cells, tail, N)

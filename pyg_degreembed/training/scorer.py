@@ -206,6 +206,10 @@ OVERLAP_SHARE = 0.2
 #: The most settings of :math:`u` and aggregation that the reason of
 #: :func:`choose_scorer` lists (else the best and the first).
 MAX_LISTED = 6
+#: The shortest length :func:`choose_scorer` may cut the path rules to by
+#: default (:meth:`~pyg_degreembed.AppliedRules.shortened`): rules of one
+#: edge alone, a relation implying another, are not offered.
+MIN_CHOSEN_LENGTH = 2
 #: The settings of :data:`AGGREGATION_SETTINGS` that :obj:`train
 #: --aggregation auto` chooses from: all but the non-redundant noisy-or,
 #: which did not gain on validation where measured (its overlaps would take
@@ -221,38 +225,47 @@ class UnseenChoices(Module):
     r"""Applied rules scored under the confidences of several :math:`u` at
     once, and their tie-break model alone
     (:meth:`~pyg_degreembed.AppliedRules.score_with_unseen`): with
-    :func:`~pyg_degreembed.compute_ranks`, one ranking per :math:`u` and
-    the model's, from one pass over the queries.
+    :func:`~pyg_degreembed.compute_ranks`, one ranking per :math:`u` (and
+    longest rule length and aggregation) and the model's, from one pass
+    over the queries.
 
     Args:
         rules (AppliedRules): Rules mined with a :math:`u` no larger than
             any of :obj:`unseen`, with a tie-break model.
         unseen (Sequence[float]): The values of :math:`u`.
         aggregations (Sequence[Aggregation], optional): The
-            aggregations, each under every :math:`u`.
+            aggregations, each under every :math:`u` and longest length.
             (default: :obj:`None`, that of :obj:`rules`)
+        max_lengths (Sequence[int], optional): The longest path rules
+            that score, each under every :math:`u`. (default: :obj:`None`,
+            every rule)
     """
     def __init__(self, rules: AppliedRules, unseen: Sequence[float],
-                 aggregations: Optional[Sequence[Tuple[Any, ...]]] = None):
+                 aggregations: Optional[Sequence[Tuple[Any, ...]]] = None,
+                 max_lengths: Optional[Sequence[int]] = None):
         super().__init__()
         self.rules = rules
         self.unseen = [float(u) for u in unseen]
         self.aggregations = None if aggregations is None else \
             [Aggregation(*a) for a in aggregations]
+        self.max_lengths = None if max_lengths is None else \
+            [int(length) for length in max_lengths]
 
     def forward(self, graph: Any, head: Tensor, relation: Tensor, *,
                 remove_tail: Optional[Tensor] = None,
                 targets: Optional[Tensor] = None) -> Tensor:
-        r"""The rules' scores under each :math:`u` and aggregation, then
-        the model's (of the :obj:`targets` only, if given, as in
-        :meth:`~pyg_degreembed.AppliedRules.forward`).
+        r"""The rules' scores under each :math:`u`, longest length and
+        aggregation, then the model's (of the :obj:`targets` only, if
+        given, as in :meth:`~pyg_degreembed.AppliedRules.forward`).
 
-        :rtype: :class:`torch.Tensor` of shape :obj:`[S A + 1, B, N]`
-            (:math:`S` values of :math:`u`, :math:`A` aggregations)
+        :rtype: :class:`torch.Tensor` of shape :obj:`[S V A + 1, B, N]`
+            (:math:`S` values of :math:`u`, :math:`V` longest lengths,
+            :math:`A` aggregations)
         """
         return self.rules.score_with_unseen(graph, head, relation,
                                             self.unseen, remove_tail,
-                                            self.aggregations, targets)
+                                            self.aggregations, targets,
+                                            self.max_lengths)
 
 
 class ScorerChoice(NamedTuple):
@@ -279,9 +292,10 @@ class ScorerChoice(NamedTuple):
     valid_ranks: Optional[List[Ranks]] = None
     #: The aggregation of the rules.
     aggregation: Aggregation = AGGREGATION_CHOICES[0]
-    #: With several aggregations, the validation rankings the aggregation
-    #: was chosen on (the first triples of :obj:`valid_ranks`): by the rules
-    #: with :obj:`unseen` under each aggregation, then by the model.
+    #: With several aggregations or rule lengths, the validation rankings
+    #: they were chosen on (the first triples of :obj:`valid_ranks`): by
+    #: the rules with :obj:`unseen` cut at each longest length under each
+    #: aggregation, then by the model.
     aggregation_ranks: Optional[List[Ranks]] = None
 
 
@@ -294,7 +308,8 @@ def choose_scorer(model: Module, data: Any, num_steps: int,
                   seed: int = 0,
                   aggregations: Sequence[Tuple[Any, ...]] = (
                       AGGREGATION_CHOICES),
-                  num_candidates: Optional[int] = None
+                  num_candidates: Optional[int] = None,
+                  max_lengths: Optional[Sequence[int]] = None
                   ) -> ScorerChoice:
     r"""Mines the applied rules of length at most :obj:`num_steps` with
     :obj:`model` as tie-break, with the confidences
@@ -302,8 +317,10 @@ def choose_scorer(model: Module, data: Any, num_steps: int,
     :math:`u \in` :obj:`unseen` chosen on the filtered validation MRR
     (realistic ties; the first unless another is better beyond noise,
     :func:`preferred_choice`) under the first of :obj:`aggregations`,
-    then, under that :math:`u`, the aggregation chosen alike, and chooses
-    the scorer.  With
+    then, under that :math:`u`, the aggregation and the longest rules
+    kept (:obj:`max_lengths`,
+    :meth:`~pyg_degreembed.AppliedRules.shortened`) chosen alike, and
+    chooses the scorer.  With
     :obj:`scorer="auto"`, for each query relation :math:`q \in [0, 2R)` the
     one of the model and the rules with the better validation MRR on the
     validation queries of :math:`q` (:func:`relation_choice`; the rules
@@ -353,6 +370,10 @@ def choose_scorer(model: Module, data: Any, num_steps: int,
             minutes per query (a hub's paths at 10M triples: 182M rule
             firings, refused after 173 s).  (default: :obj:`None`, against
             every entity)
+        max_lengths (Sequence[int], optional): The longest path rules to
+            keep, chosen with the aggregation, the preferred first.
+            (default: :obj:`None`, :obj:`num_steps` first, then each
+            length down to :data:`MIN_CHOSEN_LENGTH`)
     """
     if scorer not in ('auto', 'rules'):
         raise ValueError(f"'scorer' must be 'auto' or 'rules', got "
@@ -377,6 +398,15 @@ def choose_scorer(model: Module, data: Any, num_steps: int,
     choices = [Aggregation(*a) for a in aggregations]
     if not choices:
         raise ValueError("'aggregations' must hold at least one value")
+    lengths = list(range(num_steps, min(MIN_CHOSEN_LENGTH, num_steps) - 1,
+                         -1)) if max_lengths is None else \
+        [int(length) for length in max_lengths]
+    if not lengths or not all(1 <= n <= num_steps for n in lengths):
+        raise ValueError(f"'max_lengths' must be rule lengths in [1, "
+                         f'{num_steps}], got {max_lengths}')
+    # The options of stage 2: (longest rules, aggregation), the preferred
+    # first.
+    options = [(n, a) for n in lengths for a in choices]
 
     overlap_deadline = None if deadline is None else \
         start + OVERLAP_SHARE * (deadline - start)
@@ -420,7 +450,7 @@ def choose_scorer(model: Module, data: Any, num_steps: int,
     first = choices[0]
     sample = None if num_candidates is None else (num_candidates, seed)
     stage_deadline = deadline
-    if deadline is not None and len(choices) > 1:
+    if deadline is not None and len(options) > 1:
         now = time.perf_counter()
         stage_deadline = now + max(deadline - now, 0.) / 2
     try:
@@ -429,10 +459,11 @@ def choose_scorer(model: Module, data: Any, num_steps: int,
             stage_deadline, sample)
         chosen = preferred_choice(ranked)
         aggregation_ranks = None
-        if len(choices) > 1:
+        if len(options) > 1:
             shown = model_ranks.relation.numel() // 2
             aggregation_ranks = _rank_until(
-                UnseenChoices(applied_smallest, [unseen[chosen]], choices),
+                UnseenChoices(applied_smallest, [unseen[chosen]], choices,
+                              lengths),
                 data, valid[:, :shown], deadline, sample)
         ranked.append(model_ranks)
     except ResourceError as e:  # hubs: the rules' paths cannot be followed
@@ -446,26 +477,28 @@ def choose_scorer(model: Module, data: Any, num_steps: int,
     reason = ', '.join(f"{ranks.metrics()['mrr']:.4f} (u = {u_:g})"
                        for u_, ranks in zip(unseen, ranked[:-1]))
     rules_ranks = ranked[chosen]
-    aggregation = first
+    length, aggregation = options[0]
     if aggregation_ranks is not None:
         values = [ranks.metrics()['mrr'] for ranks in aggregation_ranks[:-1]]
         best = preferred_choice(aggregation_ranks[:-1])
-        aggregation = choices[best]
+        length, aggregation = options[best]
         stage = aggregation_ranks[-1].relation.numel()
         reason += f' with {describe(first)}; at u = {u:g}' + (
             f' on {stage // 2} of those triples'
             if stage < model_ranks.relation.numel() else '') + ': ' + (
-            ', '.join(f'{v:.4f} ({describe(a)})'
-                      for a, v in zip(choices, values))
-            if len(choices) <= MAX_LISTED else
-            f'{values[best]:.4f} ({describe(aggregation)}), chosen of '
-            f'{len(choices)} aggregations' +
+            ', '.join(f'{v:.4f} ({_option(o, num_steps)})'
+                      for o, v in zip(options, values))
+            if len(options) <= MAX_LISTED else
+            f'{values[best]:.4f} ({_option(options[best], num_steps)}), '
+            f'chosen of {len(options)} settings' +
             (f' (the first: {values[0]:.4f})' if best else ''))
         if best:  # the choice per relation on the triples of stage 2
             rules_ranks, model_ranks = aggregation_ranks[best], \
                 aggregation_ranks[-1]
     applied = mine(u, aggregation, applied_smallest) \
         if u != smallest or aggregation != first else applied_smallest
+    if length < num_steps:
+        applied = applied.shortened(length)
     shown = ranked[0].relation.numel() // 2
     reason = ('' if shown == valid.size(1) else
               f'on {shown} of {valid.size(1)} validation triples, ') + \
@@ -499,6 +532,14 @@ def choose_scorer(model: Module, data: Any, num_steps: int,
     mixed = PerRelationScorer(applied, use_model).to(device)
     return ScorerChoice(mixed, 'per-relation', reason, applied, seconds,
                         use_model, u, ranked, aggregation, aggregation_ranks)
+
+
+def _option(option: Tuple[int, Aggregation], num_steps: int) -> str:
+    # A setting of stage 2 in words: the aggregation, and the longest
+    # rules where some are left out.
+    length, aggregation = option
+    return describe(aggregation) + (
+        '' if length == num_steps else f', rules of <= {length} edges')
 
 
 def describe(aggregation: Aggregation) -> str:
@@ -564,5 +605,6 @@ def _join_ranks(parts: Sequence[Ranks]) -> Ranks:
 
 
 __all__ = ['PerRelationScorer', 'ScorerChoice', 'UNSEEN_CHOICES',
-           'PRIOR_QUERIES', 'UnseenChoices', 'choose_scorer',
+           'PRIOR_QUERIES', 'MIN_CHOSEN_LENGTH', 'UnseenChoices',
+           'choose_scorer',
            'relation_choice']
