@@ -1,5 +1,6 @@
-"""The rules cut at a length chosen on validation against the rules of the
-full length L, with one trained model per dataset.
+"""The rules cut at a length chosen on validation (``train --cut-rules``)
+against the rules of the full length L (the default), with one trained model
+per dataset.
 
     python benchmarks/rule_cut.py                           # every dataset
     python benchmarks/rule_cut.py --datasets WN18RR_v1 fb237_v1 --budget 60
@@ -12,8 +13,8 @@ length L; the rules are mined again as the command mines them
 (``interpret.mining.mine_counts`` at L, seed 0, within a third of the
 budget) and the choice (``training.scorer.choose_scorer``) is made twice on
 every validation triple, with the same model and counts: ``full``, the
-rules of length <= L only (``max_lengths=[L]``, the choice before the
-cut), and ``cut``, the default (the longest rules kept chosen with the
+default (the rules of length <= L), and ``cut``, that of ``--cut-rules``
+(``max_lengths=range(L, 1, -1)``: the longest rules kept chosen with the
 aggregation, from L down to 2).  Each ranks the test triples as the
 checkpoint would (``scorer_from_checkpoint``): on a GraIL split, those of
 ``X_ind`` on its own graph (new entities: without the constant rules).
@@ -60,7 +61,7 @@ def run(dataset: str, budget: float) -> dict:
            'mining': mined.description,
            'log': [line for line in out.splitlines()
                    if line.startswith(('rule length', 'scorer'))]}
-    for variant, lengths in (('full', [L]), ('cut', None)):
+    for variant, lengths in (('full', None), ('cut', range(L, 1, -1))):
         choice = choose_scorer(model, data, L, mined=mined,
                                max_lengths=lengths)
         record = {**payload, 'rules': choice.applied.to_payload(),

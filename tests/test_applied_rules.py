@@ -1033,10 +1033,11 @@ def test_the_choice_cuts_the_rules_where_shorter_rank_better(monkeypatch):
                             aggregation='noisy-or', num_keys=10)
     assert torch.equal(choice.applied.rule_key, one.rule_key)
     assert torch.equal(choice.applied.confidence, one.confidence)
-    # By default every length from L down to 2, the full length first.
+    # By default no cut: the rules of length <= L.
     monkeypatch.undo()
     default = choose_scorer(model, data, 3, scorer='rules', unseen=(5., ),
                             aggregations=pairs)
-    assert len(default.aggregation_ranks) == 2 * len(pairs) + 1
+    assert len(default.aggregation_ranks) == len(pairs) + 1
+    assert default.applied.num_steps == 3
     with pytest.raises(ValueError, match='max_lengths'):
         choose_scorer(model, data, 3, max_lengths=(4, ))

@@ -250,6 +250,35 @@ def train_rules(kg, checkpoint, aggregation):
     return checkpoint
 
 
+def test_cut_rules_keeps_the_rules_of_the_length_chosen(
+        tmp_path, capsys, monkeypatch):
+    # --cut-rules: stage 2 of the choice ranks the rules of up to 3 and of
+    # up to 2 edges (here the last forced); the checkpoint keeps the rules
+    # of the length chosen, and says so.
+    from pyg_degreembed.training import scorer as scorer_module
+    kg = tmp_path / 'kg.tsv'
+    kg.write_text(''.join(f'e{i}\tr{i % 3}\te{(i * 7 + 1) % 40}\n'
+                          for i in range(300)))
+    settings = []
+
+    def last(options):  # the first u, the last (length, aggregation)
+        settings.append(len(options))
+        return 0 if len(settings) == 1 else len(options) - 1
+
+    monkeypatch.setattr(scorer_module, 'preferred_choice', last)
+    checkpoint = str(tmp_path / 'm.pt')
+    assert main(['train', '--dataset', str(kg), '--dim', '4', '--epochs',
+                 '1', '--batch-size', '16', '--checkpoint', checkpoint,
+                 '--no-progress', '--scorer', 'rules', '--steps', '3',
+                 '--aggregation', 'max-plus', '--cut-rules']) == 0
+    assert settings[1] == 2  # max-plus of 3 rules, under 3 and 2 edges
+    assert 'path rules of length <= 2' in capsys.readouterr().out
+    rules = load_checkpoint(checkpoint)['rules']
+    assert rules['config']['num_steps'] == 2
+    assert 0 < rules['pattern'].numel() and \
+        bool((rules['pattern'] < (2 * 3 + 1)**2).all())
+
+
 def test_rules_and_model_combined_score_and_its_evidence(tmp_path, capsys):
     # --aggregation combined: the rules' noisy-or with the model's evidence;
     # explain lists the parts, whose evidence adds up to the score that

@@ -73,6 +73,10 @@ def _train_parser(sub):
                    "whose predictions on the training graph overlap "
                    "counted once (SAFRAN's); 'auto', the one of the first "
                    "three with the best validation MRR")
+    p.add_argument('--cut-rules', action='store_true',
+                   help='choose with the aggregation, on validation, the '
+                   'longest rules kept (of up to L, L - 1, ..., 2 edges; '
+                   'the full length unless a cut gains beyond noise)')
     p.add_argument('--rank', type=int, default=model_default['rank'],
                    help='rank T (neurallp always uses 1)')
     p.add_argument('--dim', type=int, default=model_default['embedding_dim'],
@@ -294,7 +298,9 @@ def _train(args, config, plan, source, checkpoint, device, process):
         choice = choose_scorer(model, data, args.steps, args.scorer, device,
                                mined=mined, deadline=plan.deadline(),
                                seed=args.seed, aggregations=aggregations,
-                               num_candidates=args.eval_candidates)
+                               num_candidates=args.eval_candidates,
+                               max_lengths=range(args.steps, 1, -1)
+                               if args.cut_rules else None)
         scorer = choice.scorer
         if process == 0:
             constants = choice.applied.constant_rules

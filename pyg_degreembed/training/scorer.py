@@ -206,10 +206,6 @@ OVERLAP_SHARE = 0.2
 #: The most settings of :math:`u` and aggregation that the reason of
 #: :func:`choose_scorer` lists (else the best and the first).
 MAX_LISTED = 6
-#: The shortest length :func:`choose_scorer` may cut the path rules to by
-#: default (:meth:`~pyg_degreembed.AppliedRules.shortened`): rules of one
-#: edge alone, a relation implying another, are not offered.
-MIN_CHOSEN_LENGTH = 2
 #: The settings of :data:`AGGREGATION_SETTINGS` that :obj:`train
 #: --aggregation auto` chooses from: all but the non-redundant noisy-or,
 #: which did not gain on validation where measured (its overlaps would take
@@ -371,9 +367,10 @@ def choose_scorer(model: Module, data: Any, num_steps: int,
             firings, refused after 173 s).  (default: :obj:`None`, against
             every entity)
         max_lengths (Sequence[int], optional): The longest path rules to
-            keep, chosen with the aggregation, the preferred first.
-            (default: :obj:`None`, :obj:`num_steps` first, then each
-            length down to :data:`MIN_CHOSEN_LENGTH`)
+            keep, chosen with the aggregation, the preferred first (e.g.
+            :obj:`range(num_steps, 1, -1)`: the full length unless a cut
+            gains beyond noise; :obj:`train --cut-rules`).
+            (default: :obj:`None`, :obj:`[num_steps]`: no cut)
     """
     if scorer not in ('auto', 'rules'):
         raise ValueError(f"'scorer' must be 'auto' or 'rules', got "
@@ -398,8 +395,7 @@ def choose_scorer(model: Module, data: Any, num_steps: int,
     choices = [Aggregation(*a) for a in aggregations]
     if not choices:
         raise ValueError("'aggregations' must hold at least one value")
-    lengths = list(range(num_steps, min(MIN_CHOSEN_LENGTH, num_steps) - 1,
-                         -1)) if max_lengths is None else \
+    lengths = [num_steps] if max_lengths is None else \
         [int(length) for length in max_lengths]
     if not lengths or not all(1 <= n <= num_steps for n in lengths):
         raise ValueError(f"'max_lengths' must be rule lengths in [1, "
@@ -605,6 +601,5 @@ def _join_ranks(parts: Sequence[Ranks]) -> Ranks:
 
 
 __all__ = ['PerRelationScorer', 'ScorerChoice', 'UNSEEN_CHOICES',
-           'PRIOR_QUERIES', 'MIN_CHOSEN_LENGTH', 'UnseenChoices',
-           'choose_scorer',
+           'PRIOR_QUERIES', 'UnseenChoices', 'choose_scorer',
            'relation_choice']
