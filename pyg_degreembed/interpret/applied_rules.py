@@ -989,11 +989,14 @@ class AppliedRules(Module):
         # The model's evidence, where some aggregation weighs it.
         model = _model_probability(tie.view(B, N)).view(-1) \
             if any(a.model_weight for _, a in choices) else None
-        # The path rules' firings of each longest length.
-        length = self.rule_length[path[1]]
-        paths = {m: path if m == self.num_steps else
-                 (path[0][length <= m], path[1][length <= m])
-                 for m, _ in choices}
+        # The path rules' firings of each longest length (their lengths
+        # looked up only where some are cut).
+        paths = {self.num_steps: path}
+        cuts = {m for m, _ in choices if m < self.num_steps}
+        if cuts:
+            length = self.rule_length[path[1]]
+            paths.update({m: (path[0][length <= m], path[1][length <= m])
+                          for m in cuts})
         out: List[Tensor] = []
         for u in unseen:
             tables = [rule_confidence(self.support, self.groundings, u)]
