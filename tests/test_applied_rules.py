@@ -603,6 +603,26 @@ def test_scores_under_several_unseen_equal_each_mined_alone(seed, leave_out):
                                     num_keys=a[1], model_weight=a[2]
                                     if len(a) > 2 else 0.)
         assert torch.equal(got, applied(graph, head, relation, **extra))
+    # Without the constant rules too (u, then with and without): as the
+    # rules mined without them, clustered among themselves (their overlaps
+    # measured on the same graph).
+    both = (('max-plus', 3), ('noisy-or', 2, 0., 0.5))
+    mined[0].measure_overlap(data)
+    scores = mined[0].score_with_unseen(graph, head, relation, unseen,
+                                        aggregations=both,
+                                        constants=(True, False), **extra)
+    assert scores.shape[0] == len(unseen) * 2 * len(both) + 1
+    for got, (u, constants, a) in zip(scores, itertools.product(
+            unseen, (True, False), both)):
+        applied = AppliedRules.mine(data, 2, min_support=1, unseen=u,
+                                    tie_break=model, constants=constants,
+                                    aggregation=a[0], num_keys=a[1],
+                                    redundancy=a[3] if len(a) > 3 else None)
+        assert torch.equal(got, applied(graph, head, relation, **extra))
+        if not constants:  # the same rules as without_constants(u) gives
+            alone = mined[0].without_constants(u)
+            assert alone.constant_rules is None
+            assert torch.equal(alone.confidence, applied.confidence)
     # compute_ranks ranks each at once: as ranking each alone.
     choices = UnseenChoices(mined[0], unseen)
     for got, want in zip(compute_ranks(choices, data, 'train'),
@@ -618,6 +638,69 @@ def test_scores_under_several_unseen_equal_each_mined_alone(seed, leave_out):
     with pytest.raises(ValueError, match='answer-type'):
         AppliedRules.mine(data, 2, answer_types=True, tie_break=model
                           ).score_with_unseen(graph, head, relation, unseen)
+
+
+def test_the_choice_for_new_graphs_ranks_without_the_constant_rules():
+    # Made as the choice is (u beyond noise, then the model or the rules per
+    # query relation), on the rules mined without constant rules.
+    kg = random_kg(1, N=20, E=200)
+    valid = torch.stack([kg.train_edge_index[0], kg.train_edge_type,
+                         kg.train_edge_index[1]])[:, :30]
+    data = from_edge_index(kg.train_edge_index[:, 30:],
+                           kg.train_edge_type[30:], num_nodes=20,
+                           num_relations=3,
+                           splits={'facts': torch.stack([
+                               kg.facts_edge_index[0], kg.facts_edge_type,
+                               kg.facts_edge_index[1]]), 'valid': valid})
+    R = data.num_relations
+    torch.manual_seed(0)
+    model = RuleReasoner(R, num_steps=2).eval()
+    unseen = (200., 0.5)
+    paths = [AppliedRules.mine(data, 2, tie_break=model, unseen=u,
+                               constants=False) for u in unseen]
+    assert len(AppliedRules.mine(data, 2).constant_rules)  # to leave out
+    ranks = [compute_ranks(applied, data, 'valid') for applied in paths]
+    best = preferred_choice(ranks)
+    model_ranks = compute_ranks(model, data, 'valid')
+    use_model = relation_choice([ranks[best], model_ranks], R) == 1
+    choice = choose_scorer(model, data, 2, unseen=unseen)
+    new_graph = choice.new_graph
+    assert new_graph.unseen == unseen[best]
+    assert new_graph.name == ('model' if use_model.all() else 'rules' if not
+                              use_model.any() else 'per-relation')
+    if new_graph.name == 'per-relation':
+        assert torch.equal(new_graph.use_model, use_model)
+    for u, mrr in zip(unseen, ranks):
+        assert f"{mrr.metrics()['mrr']:.4f} (u = {u:g})" in new_graph.reason
+    # The checkpoint's scorer on a new graph is that choice.
+    payload = {'rules': choice.applied.to_payload(), 'scorer': choice.name,
+               'model_relations': choice.use_model,
+               'new_graph': new_graph.to_payload()}
+    scorer = scorer_from_checkpoint(payload, model, new_graph=True)
+    rules = scorer if isinstance(scorer, AppliedRules) else \
+        getattr(scorer, 'rules', None)
+    if rules is not None:
+        assert rules.constant_rules is None
+        assert torch.equal(rules.confidence, paths[best].confidence)
+    # Recorded otherwise: the rules alone, under the u recorded.
+    payload['new_graph'] = {'scorer': 'rules', 'unseen': unseen[1 - best],
+                            'model_relations': None}
+    rules = scorer_from_checkpoint(payload, model, new_graph=True)
+    assert torch.equal(rules.confidence, paths[1 - best].confidence)
+    assert torch.equal(
+        compute_ranks(rules, data, 'valid').ranks['realistic'],
+        ranks[1 - best].ranks['realistic'])
+    assert scorer_from_checkpoint(payload, model, 'model',
+                                  new_graph=True) is model
+    payload['new_graph']['scorer'] = 'model'
+    assert scorer_from_checkpoint(payload, model, new_graph=True) is model
+    assert isinstance(scorer_from_checkpoint(payload, model, 'rules',
+                                             new_graph=True), AppliedRules)
+    # No constant rules, no other choice to make.
+    assert choose_scorer(model, data, 2, unseen=unseen,
+                         constants=False).new_graph is None
+    assert choose_scorer(model, data, 2, unseen=unseen,
+                         scorer='rules').new_graph.name == 'rules'
 
 
 def test_rules_that_cannot_rank_leave_the_choice_to_the_model(monkeypatch):
@@ -1017,7 +1100,7 @@ def test_the_choice_cuts_the_rules_where_shorter_rank_better(monkeypatch):
     monkeypatch.setattr(scorer_module, 'preferred_choice', last)
     choice = choose_scorer(model, data, 3, scorer='rules', unseen=(5., ),
                            aggregations=pairs, max_lengths=(3, 2, 1))
-    assert picks == [1, len(options)]
+    assert picks == [1, len(options), 1]  # then u for new graphs
     model_ranks = compute_ranks(model, data, 'valid')
     for got, (n, a) in zip(choice.aggregation_ranks, options):
         want = compute_ranks(AppliedRules.mine(

@@ -179,6 +179,16 @@ def _edit(payload, field, value):
     ('rules.pattern', torch.tensor([7]), 'field rules.pattern: 1 values, '
      'the other columns have'),
     ('scorer', 'magic', "unknown scorer 'magic'"),
+    ('new_graph', {'scorer': 'magic', 'unseen': 5.},
+     "field new_graph.scorer: unknown scorer 'magic'"),
+    ('new_graph', {'scorer': 'per-relation', 'unseen': 5.,
+                   'model_relations': torch.ones(4, dtype=torch.bool)},
+     'field new_graph.model_relations: expected a boolean tensor of shape '
+     '[6]'),
+    ('new_graph', {'scorer': 'rules', 'unseen': -1.},
+     'field new_graph.unseen: expected a number >= 0, got -1.0'),
+    ('new_graph', {'scorer': 'rules', 'unseen': 5., 'colour': 1},
+     "field new_graph: unknown key 'colour'"),
 ])
 def test_an_edited_checkpoint_is_refused_naming_the_field(
         toy_run, tmp_path, capsys, field, value, message):

@@ -178,15 +178,25 @@ def test_trained_model_reasons_on_a_new_graph(pair, tmp_path, capsys,
     # new graph, left out for it (as the command line does).
     with pytest.raises(ValueError, match='without_constants'):
         scorer_from_checkpoint(payload, model)(graph, [0], [0])
-    applied = scorer_from_checkpoint(payload, model, new_graph=True)
+    applied = scorer_from_checkpoint(payload, model, 'rules', new_graph=True)
     assert isinstance(applied, AppliedRules)
     assert applied.constant_rules is None
-    for scorer, name in ((model, 'model'), (applied, 'rules')):
+    # Under the u chosen for new graphs (on validation without the
+    # constant rules), from the rules' counts.
+    u = payload['new_graph']['unseen']
+    assert torch.allclose(applied.confidence, applied.support.double() / (
+        applied.groundings.double() + u))
+    auto = scorer_from_checkpoint(payload, model, new_graph=True)
+    for scorer, name in ((model, 'model'), (applied, 'rules'),
+                         (auto, 'auto')):
         out = str(tmp_path / f'ind-{name}.json')
         assert main(['evaluate', '--checkpoint', checkpoint, '--graph',
                      pair[1], '--json', out, '--device', str(device),
                      '--scorer', name]) == 0
-        assert 'H@10(50)' in capsys.readouterr().out
+        text = capsys.readouterr().out
+        assert 'H@10(50)' in text
+        assert ((f'on a new graph: the rules without their constant rules, '
+                 f'u = {u:g}') in text) == (scorer is not model)
         metrics = json.load(open(out))['metrics']
         # Against the ranks counted from the dense scores of every query.
         better, tied, _ = brute_force(scorer, graph).t().double()

@@ -131,6 +131,14 @@ def cmd_evaluate(args):
     elif scorer is not model:
         print(f'scorer: {_rules_ranking(scorer)} '
               '(--scorer model: the model alone)')
+    new_graph = payload.get('new_graph')
+    if args.graph is not None and new_graph is not None and \
+            scorer is not model:
+        print(f"on a new graph: the rules without their constant rules, u = "
+              f"{new_graph['unseen']:g}" + (
+                  ', the choice for new graphs (made on validation ranked '
+                  'without the constant rules)'
+                  if args.scorer == 'auto' else ''))
     _report(scorer, data, args.split, args.json, typed=not args.untyped,
             num_candidates=args.eval_candidates)
 

@@ -313,10 +313,16 @@ def _train(args, config, plan, source, checkpoint, device, process):
                   f' (choice {choice.mining_seconds:.1f}s)')
             if args.scorer == 'auto':
                 print(f'scorer: {choice.name} ({choice.reason})')
+            if choice.new_graph is not None:
+                print(f'on new graphs: {choice.new_graph.name} (u = '
+                      f'{choice.new_graph.unseen:g}; '
+                      f'{choice.new_graph.reason})')
             payload = load_checkpoint(checkpoint)
             payload['rules'] = choice.applied.to_payload()
             payload['scorer'] = choice.name
             payload['model_relations'] = choice.use_model
+            payload['new_graph'] = None if choice.new_graph is None else \
+                choice.new_graph.to_payload()
             save_checkpoint(checkpoint, payload)
         plan.end_stage('choice')
     return data, scorer

@@ -269,7 +269,7 @@ class AppliedRules(Module):
         self.register_buffer('overlap_pairs', None)
         self.register_buffer('overlap_jaccard', None)
         # The clusters of each redundancy asked for (see clusters).
-        self._clusters: Dict[Tuple[float, int], Tensor] = {}
+        self._clusters: Dict[Tuple[float, int, bool], Tensor] = {}
         if overlap is not None:
             self._set_overlap(overlap)
         if redundancy is not None and overlap is None:
@@ -361,12 +361,15 @@ class AppliedRules(Module):
         return self
 
     def clusters(self, redundancy: float,
-                 max_length: Optional[int] = None) -> Tensor:
+                 max_length: Optional[int] = None,
+                 constants: bool = True) -> Tensor:
         r"""The cluster of each rule (path rules, then constant rules, see
         :obj:`overlap`; the smallest index in it) under the overlap
         :obj:`redundancy` (see the module's description); with
         :obj:`max_length`, those of the rules of :meth:`shortened` (the
-        longer path rules left out of the clusters, each on its own).
+        longer path rules left out of the clusters, each on its own);
+        without :obj:`constants`, those of :meth:`without_constants` (the
+        constant rules left out of the clusters).
 
         :rtype: :class:`torch.Tensor` of shape :obj:`[num_rules]`
         """
@@ -375,13 +378,14 @@ class AppliedRules(Module):
             raise ValueError("'redundancy' clusters the rules by their "
                              "overlap: give an 'overlap' (measure_overlap)")
         key = (float(redundancy), self.num_steps if max_length is None
-               else int(max_length))
+               else int(max_length), bool(constants))
         if key not in self._clusters:
-            if key[1] < self.num_steps:
+            if key[1] < self.num_steps or not key[2]:
                 kept = torch.cat([
                     self.rule_length <= key[1],
-                    self.rule_key.new_ones(self.num_rules -
-                                           self.rule_key.numel()).bool()])
+                    self.rule_key.new_full((self.num_rules -
+                                            self.rule_key.numel(), ),
+                                           key[2], dtype=torch.bool)])
                 both = kept[overlap.pairs].all(dim=0)
                 overlap = RuleOverlap(overlap.pairs[:, both],
                                       overlap.jaccard[both])
@@ -390,22 +394,36 @@ class AppliedRules(Module):
         return self._clusters[key].to(self.rule_key.device)
 
     def _rule_groups(self, redundancy: Optional[float],
-                     max_length: Optional[int] = None
-                     ) -> Optional[List[Tensor]]:
+                     max_length: Optional[int] = None,
+                     constants: bool = True) -> Optional[List[Tensor]]:
         # Per table of _best_keys (path rules, then constant rules), the
         # cluster of each rule (None: each rule on its own).
         if redundancy is None:
             return None
-        cluster = self.clusters(redundancy, max_length)
+        cluster = self.clusters(redundancy, max_length, constants)
         M = self.rule_key.numel()
-        return [cluster[:M]] if self.constant_rules is None else \
-            [cluster[:M], cluster[M:]]
+        return [cluster[:M]] if self.constant_rules is None or \
+            not constants else [cluster[:M], cluster[M:]]
 
-    def without_constants(self) -> 'AppliedRules':
+    def without_constants(self, unseen: Optional[float] = None
+                          ) -> 'AppliedRules':
         r"""The same rules without the constant rules (for a graph with
         other entities than the one they were mined on); their overlaps
-        between path rules kept."""
+        between path rules kept.
+
+        Args:
+            unseen (float, optional): The path rules' confidences
+                recomputed from their counts under this :math:`u` (what
+                :meth:`mine` with it would give them: the path rules kept
+                do not depend on :math:`u`). (default: :obj:`None`, as
+                they are)
+        """
         payload = {**self.to_payload(), 'constant_rules': None}
+        if unseen is not None:
+            if self.support is None or self.groundings is None:
+                raise ValueError("other confidences need the rules' counts")
+            payload['confidence'] = rule_confidence(
+                self.support, self.groundings, float(unseen))
         overlap = self.overlap
         if overlap is not None:
             paths = (overlap.pairs < self.rule_key.numel()).all(dim=0)
@@ -905,14 +923,17 @@ class AppliedRules(Module):
                           aggregations: Optional[
                               Sequence[Tuple[Any, ...]]] = None,
                           targets: Optional[Tensor] = None,
-                          max_lengths: Optional[Sequence[int]] = None
+                          max_lengths: Optional[Sequence[int]] = None,
+                          constants: Sequence[bool] = (True, )
                           ) -> Tensor:
         r"""The scores of :meth:`forward` under the confidences of several
         :math:`u` at once, and the tie-break's own scores: what
         :obj:`AppliedRules.mine(..., unseen=u)` with the same counts would
         score, for each :math:`u` of :obj:`unseen` (and, with
-        :obj:`max_lengths`, what its :meth:`shortened` rules would score),
-        with the rules' bodies followed and the tie-break run once.
+        :obj:`max_lengths`, what its :meth:`shortened` rules would score,
+        and without :obj:`constants`, what its :meth:`without_constants`
+        rules would), with the rules' bodies followed and the tie-break run
+        once.
 
         The path rules' confidences are recomputed from their counts
         (:obj:`support`, :obj:`groundings`); the constant rules' too, those
@@ -936,11 +957,16 @@ class AppliedRules(Module):
             max_lengths (Sequence[int], optional): The longest path rules
                 that score, each a ranking (:math:`V` of them).
                 (default: :obj:`None`, :math:`V = 1`: every rule)
+            constants (Sequence[bool], optional): Whether the constant
+                rules score, each a ranking (:math:`C` of them; the choice
+                of a model for new graphs ranks without them).
+                (default: :obj:`(True, )`)
 
-        :rtype: :class:`torch.Tensor` of shape :obj:`[S V A + 1, B, N]`
+        :rtype: :class:`torch.Tensor` of shape :obj:`[S C V A + 1, B, N]`
             (:math:`S` values of :math:`u` in order, under each the
-            :math:`V` longest lengths, under each the :math:`A`
-            aggregations; the tie-break's scores last)
+            :math:`C` of :obj:`constants`, under each the :math:`V`
+            longest lengths, under each the :math:`A` aggregations; the
+            tie-break's scores last)
         """
         choices = [Aggregation(*a) for a in (
             [(self.aggregation, self.num_keys, self.model_weight)]
@@ -966,17 +992,22 @@ class AppliedRules(Module):
                                   for length in lengths):
             raise ValueError(f"'max_lengths' must be rule lengths in [1, "
                              f'{self.num_steps}], got {max_lengths}')
+        constants = [bool(c) for c in constants]
+        if not constants:
+            raise ValueError("'constants' must hold at least one value")
         targets = _check_targets(targets, head.numel(), graph, remove_tail)
         scored = [(length, a) for length in lengths for a in choices]
         return torch.cat([
-            self._unseen_group(graph, part, unseen, scored, most, columns)
+            self._unseen_group(graph, part, unseen, scored, most, columns,
+                               constants)
             for part in self._group_parts(graph, head, relation,
                                           remove_tail, targets)], dim=1)
 
     def _unseen_group(self, graph, part, unseen, choices, most,
-                      columns) -> Tensor:
+                      columns, with_constants) -> Tensor:
         # score_with_unseen's scores of one group of queries (a part of
-        # _group_parts); `choices`: (longest rule length, aggregation).
+        # _group_parts); `choices`: (longest rule length, aggregation);
+        # `with_constants`: whether the constant rules score, each.
         head, relation, remove_tail, targets, depth = part
         constants = self.constant_rules
         B, N = head.numel(), graph.num_nodes
@@ -1011,22 +1042,30 @@ class AppliedRules(Module):
                 kept = value[constant[1]] >= MIN_CONFIDENCE
                 tables.append(value)
                 firings.append((constant[0][kept], constant[1][kept]))
-            scores: List[Tensor] = [tail] * len(choices)
-            for m, redundancy in dict.fromkeys(
-                    (m, a.redundancy) for m, a in choices):
-                # The best `keys` rules of a cell are the first of the best.
-                best = _best_keys([paths[m]] + firings[1:], tables, most,
-                                  columns, self._rule_groups(redundancy, m))
-                for i, (n, (a, keys, weight, clusters)) in enumerate(
-                        choices):
-                    if (n, clusters) != (m, redundancy):
-                        continue
-                    ranking, bound, noisy = self._ranking_keys(best, keys, a)
-                    score = self._score(ranking, bound, best.cells, tail, N)
-                    scores[i] = score if noisy is None or model is None or \
-                        not weight else _combined(score, best.cells, noisy,
-                                                  weight * model, N)
-            out += scores
+            for with_constant in with_constants:
+                used = len(tables) if with_constant else 1
+                scores: List[Tensor] = [tail] * len(choices)
+                for m, redundancy in dict.fromkeys(
+                        (m, a.redundancy) for m, a in choices):
+                    # The best `keys` rules of a cell are the first of the
+                    # best.
+                    best = _best_keys(
+                        [paths[m]] + firings[1:used], tables[:used], most,
+                        columns, self._rule_groups(redundancy, m,
+                                                   with_constant))
+                    for i, (n, (a, keys, weight, clusters)) in enumerate(
+                            choices):
+                        if (n, clusters) != (m, redundancy):
+                            continue
+                        ranking, bound, noisy = self._ranking_keys(best, keys,
+                                                                   a)
+                        score = self._score(ranking, bound, best.cells, tail,
+                                            N)
+                        scores[i] = score if noisy is None or \
+                            model is None or not weight else \
+                            _combined(score, best.cells, noisy,
+                                      weight * model, N)
+                out += scores
         out.append(tie.view(-1))
         return _outside_targets(torch.stack(out).view(-1, B, N), targets)
 

@@ -165,7 +165,7 @@ def load_checkpoint(path: str, map_location='cpu') -> Dict[str, Any]:
 
 #: The fields of a checkpoint (:func:`check_contents` refuses others).
 FIELDS = ('format', 'library_version', 'model', 'kg', 'fit', 'state',
-          'rules', 'scorer', 'model_relations')
+          'rules', 'scorer', 'model_relations', 'new_graph')
 RULES_FIELDS = ('config', 'relation', 'pattern', 'confidence',
                 'type_confidence', 'support', 'groundings', 'constant_rules',
                 'overlap_pairs', 'overlap_jaccard')
@@ -266,13 +266,33 @@ def check_contents(payload: Dict[str, Any], path: str = 'checkpoint'):
     scorer = payload.get('scorer')
     if scorer not in (None, 'rules', 'model', 'per-relation'):
         raise _field_error(path, 'scorer', f'unknown scorer {scorer!r}')
-    use_model = payload.get('model_relations')
+    _check_scorer(payload, '', R, path)
+    new_graph = payload.get('new_graph')
+    if new_graph is not None:
+        _known_keys(new_graph, ('scorer', 'unseen', 'model_relations'), path,
+                    'new_graph')
+        _check_scorer(new_graph, 'new_graph.', R, path)
+        unseen = new_graph.get('unseen')
+        if isinstance(unseen, bool) or not isinstance(unseen, (int, float)) \
+                or not unseen >= 0:
+            raise _field_error(path, 'new_graph.unseen', f'expected a '
+                               f'number >= 0, got {unseen!r}')
+
+
+def _check_scorer(choice: Dict[str, Any], prefix: str, R: int, path: str):
+    # A scorer's name and, per-relation, where the model ranks (the fields
+    # 'scorer' and 'model_relations' of `choice`, named with `prefix`).
+    scorer = choice.get('scorer')
+    if scorer not in (None, 'rules', 'model', 'per-relation'):
+        raise _field_error(path, f'{prefix}scorer',
+                           f'unknown scorer {scorer!r}')
+    use_model = choice.get('model_relations')
     if scorer == 'per-relation' and not (
             isinstance(use_model, torch.Tensor) and
             use_model.dtype == torch.bool and
             tuple(use_model.shape) == (2 * R, )):
-        raise _field_error(path, 'model_relations', f'expected a boolean '
-                           f'tensor of shape [{2 * R}]')
+        raise _field_error(path, f'{prefix}model_relations',
+                           f'expected a boolean tensor of shape [{2 * R}]')
 
 
 def _check_weights(state: Any, shapes: Dict[str, tuple], path: str,
@@ -549,7 +569,11 @@ def scorer_from_checkpoint(payload: Dict[str, Any], model,
     :obj:`"rules"` requires the rules, :obj:`"model"` is the model
     alone.  With :obj:`new_graph` (reasoning on another KG than
     the training one) the rules rank without their constant rules, which
-    name the training KG's entities."""
+    name the training KG's entities, and with :obj:`scorer="auto"` the
+    choice recorded for new graphs ranks (its field :obj:`new_graph`,
+    :class:`~pyg_degreembed.training.scorer.NewGraphChoice`: made on
+    validation ranked without those rules), where it records one; the
+    rules' :math:`u` is that choice's whatever the scorer."""
     from pyg_degreembed.interpret.applied_rules import AppliedRules
     if scorer not in SCORERS:
         raise ValueError(f"'scorer' must be one of {SCORERS}, got "
@@ -558,18 +582,21 @@ def scorer_from_checkpoint(payload: Dict[str, Any], model,
     if scorer == 'rules' and rules is None:
         raise CheckpointError('the checkpoint holds no applied rules (train '
                               'with --scorer rules)')
+    choice = payload
+    if new_graph and payload.get('new_graph') is not None:
+        choice = payload['new_graph']
     if scorer == 'auto':
-        scorer = payload.get('scorer', 'model')
+        scorer = choice.get('scorer', 'model')
     if scorer == 'model' or rules is None:
         return model
     device = next(model.parameters()).device
     applied = AppliedRules.from_payload(rules, tie_break=model).to(device)
     if new_graph:
-        applied = applied.without_constants()
+        applied = applied.without_constants(choice.get('unseen'))
     if scorer == 'per-relation':
         from pyg_degreembed.training.scorer import PerRelationScorer
         return PerRelationScorer(applied,
-                                 payload['model_relations']).to(device)
+                                 choice['model_relations']).to(device)
     return applied
 
 

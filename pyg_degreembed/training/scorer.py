@@ -235,10 +235,13 @@ class UnseenChoices(Module):
         max_lengths (Sequence[int], optional): The longest path rules
             that score, each under every :math:`u`. (default: :obj:`None`,
             every rule)
+        constants (Sequence[bool], optional): Whether the constant rules
+            score, each under every :math:`u`. (default: :obj:`(True, )`)
     """
     def __init__(self, rules: AppliedRules, unseen: Sequence[float],
                  aggregations: Optional[Sequence[Tuple[Any, ...]]] = None,
-                 max_lengths: Optional[Sequence[int]] = None):
+                 max_lengths: Optional[Sequence[int]] = None,
+                 constants: Sequence[bool] = (True, )):
         super().__init__()
         self.rules = rules
         self.unseen = [float(u) for u in unseen]
@@ -246,22 +249,49 @@ class UnseenChoices(Module):
             [Aggregation(*a) for a in aggregations]
         self.max_lengths = None if max_lengths is None else \
             [int(length) for length in max_lengths]
+        self.constants = [bool(c) for c in constants]
 
     def forward(self, graph: Any, head: Tensor, relation: Tensor, *,
                 remove_tail: Optional[Tensor] = None,
                 targets: Optional[Tensor] = None) -> Tensor:
-        r"""The rules' scores under each :math:`u`, longest length and
-        aggregation, then the model's (of the :obj:`targets` only, if
-        given, as in :meth:`~pyg_degreembed.AppliedRules.forward`).
+        r"""The rules' scores under each :math:`u`, use of the constant
+        rules, longest length and aggregation, then the model's (of the
+        :obj:`targets` only, if given, as in
+        :meth:`~pyg_degreembed.AppliedRules.forward`).
 
-        :rtype: :class:`torch.Tensor` of shape :obj:`[S V A + 1, B, N]`
-            (:math:`S` values of :math:`u`, :math:`V` longest lengths,
-            :math:`A` aggregations)
+        :rtype: :class:`torch.Tensor` of shape :obj:`[S C V A + 1, B, N]`
+            (:math:`S` values of :math:`u`, :math:`C` of
+            :obj:`constants`, :math:`V` longest lengths, :math:`A`
+            aggregations)
         """
         return self.rules.score_with_unseen(graph, head, relation,
                                             self.unseen, remove_tail,
                                             self.aggregations, targets,
-                                            self.max_lengths)
+                                            self.max_lengths, self.constants)
+
+
+class NewGraphChoice(NamedTuple):
+    r"""What ranks on a new graph (other entities than the training KG's,
+    where the constant rules, which name them, do not apply): chosen as
+    :func:`choose_scorer` chooses, on the same validation queries, but
+    ranked by the rules without their constant rules: :math:`u`, and per
+    query relation the model or the rules (under the aggregation and rule
+    length chosen for the training KG)."""
+    #: :obj:`"rules"`, :obj:`"model"` or :obj:`"per-relation"`.
+    name: str
+    #: The :math:`u` of the path rules' confidences.
+    unseen: float
+    #: Why, in words (the validation MRRs without the constant rules).
+    reason: str
+    #: Per query relation, whether the model ranks (:obj:`None` unless
+    #: :obj:`name` is :obj:`"per-relation"`).
+    use_model: Optional[Tensor] = None
+
+    def to_payload(self) -> dict:
+        r"""The choice as a checkpoint keeps it (its field
+        :obj:`new_graph`)."""
+        return {'scorer': self.name, 'unseen': self.unseen,
+                'model_relations': self.use_model}
 
 
 class ScorerChoice(NamedTuple):
@@ -293,6 +323,10 @@ class ScorerChoice(NamedTuple):
     #: the rules with :obj:`unseen` cut at each longest length under each
     #: aggregation, then by the model.
     aggregation_ranks: Optional[List[Ranks]] = None
+    #: What ranks on a new graph, where constant rules were mined and
+    #: validation triples rank (:obj:`None` otherwise: the same as here,
+    #: without the constant rules).
+    new_graph: Optional[NewGraphChoice] = None
 
 
 def choose_scorer(model: Module, data: Any, num_steps: int,
@@ -323,7 +357,10 @@ def choose_scorer(model: Module, data: Any, num_steps: int,
     among equals): the rules where they win everywhere, the model where it
     does, a :class:`PerRelationScorer` otherwise.
     :obj:`"rules"` takes the rules.  Where the KG has no validation
-    triples, the rules with the first :math:`u`.
+    triples, the rules with the first :math:`u`.  With constant rules, the
+    choice for new graphs (:class:`NewGraphChoice`) is made alike in the
+    same pass over the validation queries, the rules ranking without their
+    constant rules.
 
     Args:
         model (torch.nn.Module): The trained model.
@@ -450,9 +487,15 @@ def choose_scorer(model: Module, data: Any, num_steps: int,
         now = time.perf_counter()
         stage_deadline = now + max(deadline - now, 0.) / 2
     try:
+        # The rules with and without the constant rules, under each u.
+        with_constants = (True, False) if constant_counts is not None \
+            else (True, )
         *ranked, model_ranks = _rank_until(
-            UnseenChoices(applied_smallest, unseen, [first]), data, valid,
-            stage_deadline, sample)
+            UnseenChoices(applied_smallest, unseen, [first],
+                          constants=with_constants),
+            data, valid, stage_deadline, sample)
+        paths_ranked = ranked[1::2] if len(with_constants) > 1 else None
+        ranked = ranked[::len(with_constants)]
         chosen = preferred_choice(ranked)
         aggregation_ranks = None
         if len(options) > 1:
@@ -501,33 +544,59 @@ def choose_scorer(model: Module, data: Any, num_steps: int,
         'validation MRR' + ('' if sample is None else
                             f' ({num_candidates} sampled candidates)') + \
         ': applied rules ' + reason
+    new_graph = None if paths_ranked is None else \
+        _new_graph_choice(paths_ranked, model_ranks, unseen, scorer,
+                          kg.num_relations)
     if scorer == 'rules':
         return ScorerChoice(applied, 'rules', f'asked for; {reason}',
                             applied, time.perf_counter() - start, unseen=u,
                             valid_ranks=ranked, aggregation=aggregation,
-                            aggregation_ranks=aggregation_ranks)
+                            aggregation_ranks=aggregation_ranks,
+                            new_graph=new_graph)
+    name, use_model, words = _per_relation(rules_ranks, model_ranks, u,
+                                           kg.num_relations)
+    ranking: Module = model if name == 'model' else applied
+    if use_model is not None:  # per-relation
+        ranking = PerRelationScorer(applied, use_model).to(device)
+    return ScorerChoice(ranking, name, reason + words, applied,
+                        time.perf_counter() - start, use_model, u, ranked,
+                        aggregation, aggregation_ranks, new_graph)
+
+
+def _per_relation(rules_ranks: Ranks, model_ranks: Ranks, unseen: float,
+                  num_relations: int) -> Tuple[str, Optional[Tensor], str]:
+    # The scorer chosen per query relation (relation_choice): its name,
+    # where the model ranks (per-relation only) and why, in words.
     use_model = relation_choice([rules_ranks, model_ranks],
-                                kg.num_relations) == 1
-    reason += f", model {model_ranks.metrics()['mrr']:.4f}"
-    seconds = time.perf_counter() - start
+                                num_relations) == 1
+    words = f", model {model_ranks.metrics()['mrr']:.4f}"
     if use_model.all():
-        return ScorerChoice(model, 'model', reason, applied, seconds,
-                            unseen=u, valid_ranks=ranked,
-                            aggregation=aggregation,
-                            aggregation_ranks=aggregation_ranks)
+        return 'model', None, words
     if not use_model.any():
-        return ScorerChoice(applied, 'rules', reason, applied, seconds,
-                            unseen=u, valid_ranks=ranked,
-                            aggregation=aggregation,
-                            aggregation_ranks=aggregation_ranks)
+        return 'rules', None, words
     valid_mrr = float(chosen_reciprocal_ranks([rules_ranks, model_ranks],
                                               use_model.long()).mean())
-    reason += (f'; the model for {int(use_model.sum())} of '
-               f'{use_model.numel()} query relations, the rules (u = '
-               f'{u:g}) for the others: {valid_mrr:.4f}')
-    mixed = PerRelationScorer(applied, use_model).to(device)
-    return ScorerChoice(mixed, 'per-relation', reason, applied, seconds,
-                        use_model, u, ranked, aggregation, aggregation_ranks)
+    return 'per-relation', use_model, words + (
+        f'; the model for {int(use_model.sum())} of {use_model.numel()} '
+        f'query relations, the rules (u = {unseen:g}) for the others: '
+        f'{valid_mrr:.4f}')
+
+
+def _new_graph_choice(paths_ranked: Sequence[Ranks], model_ranks: Ranks,
+                      unseen: Sequence[float], scorer: str,
+                      num_relations: int) -> NewGraphChoice:
+    # The choice for new graphs on the validation rankings by the rules
+    # without their constant rules (under each u) and the model's.
+    chosen = preferred_choice(paths_ranked)
+    u = unseen[chosen]
+    reason = 'validation MRR without the constant rules: ' + ', '.join(
+        f"{ranks.metrics()['mrr']:.4f} (u = {u_:g})"
+        for u_, ranks in zip(unseen, paths_ranked))
+    if scorer == 'rules':
+        return NewGraphChoice('rules', u, f'asked for; {reason}')
+    name, use_model, words = _per_relation(paths_ranked[chosen], model_ranks,
+                                           u, num_relations)
+    return NewGraphChoice(name, u, reason + words, use_model)
 
 
 def _option(option: Tuple[int, Aggregation], num_steps: int) -> str:
