@@ -71,7 +71,8 @@ def ours(dataset: str, budget: float, work: str) -> dict:
            'log': [line for line in out.splitlines()
                    if line.startswith(('rule length', 'time budget',
                                        'mining', 'stopped', 'applied',
-                                       'scorer', 'checkpoint'))]}
+                                       'scorer', 'on new graphs',
+                                       'checkpoint'))]}
     if dataset in INDUCTIVE:
         argv = [sys.executable, '-m', 'pyg_degreembed.cli', 'evaluate',
                 '--checkpoint', checkpoint, '--graph',
