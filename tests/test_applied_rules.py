@@ -606,7 +606,8 @@ def test_scores_under_several_unseen_equal_each_mined_alone(seed, leave_out):
     # Without the constant rules too (u, then with and without): as the
     # rules mined without them, clustered among themselves (their overlaps
     # measured on the same graph).
-    both = (('max-plus', 3), ('noisy-or', 2, 0., 0.5))
+    both = (('max-plus', 3), ('noisy-or', 5), ('max-plus', 1),
+            ('noisy-or', 2, 0., 0.5))
     mined[0].measure_overlap(data)
     scores = mined[0].score_with_unseen(graph, head, relation, unseen,
                                         aggregations=both,

@@ -1042,17 +1042,13 @@ class AppliedRules(Module):
                 kept = value[constant[1]] >= MIN_CONFIDENCE
                 tables.append(value)
                 firings.append((constant[0][kept], constant[1][kept]))
+            bests = self._unseen_bests(paths, firings, tables, choices,
+                                       with_constants, most, columns)
             for with_constant in with_constants:
-                used = len(tables) if with_constant else 1
                 scores: List[Tensor] = [tail] * len(choices)
                 for m, redundancy in dict.fromkeys(
                         (m, a.redundancy) for m, a in choices):
-                    # The best `keys` rules of a cell are the first of the
-                    # best.
-                    best = _best_keys(
-                        [paths[m]] + firings[1:used], tables[:used], most,
-                        columns, self._rule_groups(redundancy, m,
-                                                   with_constant))
+                    best = bests[with_constant, m, redundancy]
                     for i, (n, (a, keys, weight, clusters)) in enumerate(
                             choices):
                         if (n, clusters) != (m, redundancy):
@@ -1068,6 +1064,32 @@ class AppliedRules(Module):
                 out += scores
         out.append(tie.view(-1))
         return _outside_targets(torch.stack(out).view(-1, B, N), targets)
+
+    def _unseen_bests(self, paths, firings, tables, choices, with_constants,
+                      most, columns) -> Dict[Tuple[bool, int, Any],
+                                             '_BestKeys']:
+        # The best `most` rules of each cell (_best_keys) for each use of
+        # the constant rules and (longest length, redundancy) of `choices`.
+        # Without clusters, those with the constant rules are found from
+        # the best path rules of each cell and the constant rules' firings
+        # (the best `most` of a union are among the best `most` of each
+        # part), so that the path firings are sorted once.
+        bests: Dict[Tuple[bool, int, Any], _BestKeys] = {}
+        for with_constant in sorted(with_constants):  # paths only first
+            used = len(tables) if with_constant else 1
+            for m, redundancy in dict.fromkeys(
+                    (m, a.redundancy) for m, a in choices):
+                groups = self._rule_groups(redundancy, m, with_constant)
+                part = bests.get((False, m, redundancy))
+                if used > 1 and groups is None and part is not None:
+                    bests[True, m, redundancy] = _best_keys(
+                        [part.firings()] + firings[1:],
+                        [part.values] + tables[1:], most, columns)
+                else:
+                    bests[with_constant, m, redundancy] = _best_keys(
+                        [paths[m]] + firings[1:used], tables[:used], most,
+                        columns, groups)
+        return bests
 
     def _later_keys(self, graph, head, relation, remove_tail):
         # The later keys: the answer-type rank (an integer), then the
@@ -1279,6 +1301,11 @@ class _BestKeys(NamedTuple):
     #: best first within a cell, shapes :obj:`[F]`.
     level: Tensor
     position: Tensor
+
+    def firings(self) -> Tuple[Tensor, Tensor]:
+        r"""The cell and level of each rule kept, as firings of the table
+        :obj:`values` (for :func:`_best_keys`)."""
+        return self.cells.repeat_interleave(self.counts), self.level
 
     def noisy_or(self, num_keys: int) -> Tensor:
         r"""Per cell, :math:`1 - \prod (1 - \mathrm{conf})` of its

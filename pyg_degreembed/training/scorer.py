@@ -669,6 +669,7 @@ def _join_ranks(parts: Sequence[Ranks]) -> Ranks:
                             if p.candidates is not None]), parts[0].typed)
 
 
-__all__ = ['PerRelationScorer', 'ScorerChoice', 'UNSEEN_CHOICES',
+__all__ = ['PerRelationScorer', 'ScorerChoice', 'NewGraphChoice',
+           'UNSEEN_CHOICES',
            'PRIOR_QUERIES', 'UnseenChoices', 'choose_scorer',
            'relation_choice']
