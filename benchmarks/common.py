@@ -1,5 +1,6 @@
 """Helpers shared by the benchmark scripts: machine description and atomic
 result files."""
+import argparse
 import functools
 import glob
 import json
@@ -73,6 +74,42 @@ def write_json(name: str, payload: dict) -> str:
     path = os.path.join(RESULTS, name)
     save_json(path, payload)
     return path
+
+
+def per_dataset_main(doc: str, datasets, run, table, script: str):
+    r"""The command line of a benchmark with one row per dataset and
+    budget: ``--datasets``, ``--budget`` (60 s), ``--table-only``; the rows
+    of :obj:`run(dataset, budget)` merged into ``results/<script>.json`` by
+    dataset, and :obj:`table(rows)` written to ``results/<script>.md``."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument('--datasets', nargs='+', default=datasets)
+    parser.add_argument('--budget', type=float, default=60.)
+    parser.add_argument('--table-only', action='store_true')
+    args = parser.parse_args()
+    name = os.path.splitext(script)[0]
+    rows = rows_by_dataset(name + '.json', args.datasets,
+                           lambda dataset: run(dataset, args.budget),
+                           args.table_only)
+    write_markdown(name + '.md', table(rows), script)
+    print(table(rows))
+
+
+def rows_by_dataset(output: str, datasets, run, table_only: bool) -> list:
+    r"""The rows of ``results/<output>``, one per dataset, with a row run
+    anew (:obj:`run(dataset)`) for each of :obj:`datasets` unless
+    :obj:`table_only` (it replaces that dataset's row; the file is written
+    after each)."""
+    path = os.path.join(RESULTS, output)
+    rows = []
+    if os.path.exists(path):
+        with open(path) as f:
+            rows = json.load(f)['rows']
+    if not table_only:
+        for dataset in datasets:
+            row = run(dataset)
+            rows = [r for r in rows if r['dataset'] != dataset] + [row]
+            write_json(output, {'rows': rows, 'machine': machine()})
+    return rows
 
 
 def write_markdown(name: str, text: str, script: str) -> str:

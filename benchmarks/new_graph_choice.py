@@ -26,19 +26,15 @@ on.
 Writes results/new_graph_choice.json (rows merged by dataset) and
 results/new_graph_choice.md.
 """
-import argparse
-import json
 import os
 import tempfile
 
-from common import (RESULTS, SHARED, default_command, machine, write_json,
-                    write_markdown)
+from common import SHARED, default_command, per_dataset_main
 
 from pyg_degreembed import compute_ranks, load_model
 from pyg_degreembed.training.checkpoint import (load_checkpoint,
                                                 scorer_from_checkpoint)
 
-OUTPUT = 'new_graph_choice.json'
 DATASETS = [f'{kg}_v{i}' for kg in ('WN18RR', 'fb237') for i in (1, 2, 3, 4)]
 
 
@@ -82,25 +78,5 @@ def table(rows) -> str:
     return '\n'.join(lines)
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument('--datasets', nargs='+', default=DATASETS)
-    parser.add_argument('--budget', type=float, default=60.)
-    parser.add_argument('--table-only', action='store_true')
-    args = parser.parse_args()
-    path = os.path.join(RESULTS, OUTPUT)
-    rows = []
-    if os.path.exists(path):
-        with open(path) as f:
-            rows = json.load(f)['rows']
-    if not args.table_only:
-        for dataset in args.datasets:
-            row = run(dataset, args.budget)
-            rows = [r for r in rows if r['dataset'] != dataset] + [row]
-            write_json(OUTPUT, {'rows': rows, 'machine': machine()})
-    write_markdown('new_graph_choice.md', table(rows), 'new_graph_choice.py')
-    print(table(rows))
-
-
 if __name__ == '__main__':
-    main()
+    per_dataset_main(__doc__, DATASETS, run, table, 'new_graph_choice.py')
