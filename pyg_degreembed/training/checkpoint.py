@@ -263,9 +263,6 @@ def check_contents(payload: Dict[str, Any], path: str = 'checkpoint'):
             raise _field_error(path, 'fit', str(e)) from None
     if payload.get('rules') is not None:
         _check_rules(payload['rules'], R, kg.get('num_nodes'), path)
-    scorer = payload.get('scorer')
-    if scorer not in (None, 'rules', 'model', 'per-relation'):
-        raise _field_error(path, 'scorer', f'unknown scorer {scorer!r}')
     _check_scorer(payload, '', R, path)
     new_graph = payload.get('new_graph')
     if new_graph is not None:
