@@ -53,7 +53,8 @@ def folder(name: str) -> str:
     return os.path.join(SHARED, name)
 
 
-def ours(dataset: str, budget: float, work: str) -> dict:
+def ours(dataset: str, budget: float, work: str,
+         keep: str = None) -> dict:
     checkpoint = os.path.join(work, 'run.pt')
     argv = [sys.executable, '-m', 'pyg_degreembed.cli', 'train',
             '--dataset', folder(dataset), '--time-budget', str(budget),
@@ -63,6 +64,9 @@ def ours(dataset: str, budget: float, work: str) -> dict:
         raise RuntimeError(f'{" ".join(argv)} failed:\n{out}')
     with open(os.path.splitext(checkpoint)[0] + '.json') as f:
         metrics = json.load(f)
+    if keep is not None:
+        os.makedirs(keep, exist_ok=True)
+        shutil.copy(checkpoint, os.path.join(keep, f'{dataset}-{budget}.pt'))
     row = {'test_mrr': metrics['metrics']['realistic']['mrr'],
            'wall_seconds': round(seconds - metrics['ranking_seconds'], 1),
            'run_seconds': round(metrics['run_seconds'], 1),
@@ -196,6 +200,9 @@ def main():
                         help='seconds (default: 60 180 600; FB15k-237 600 '
                         '1800)')
     parser.add_argument('--table-only', action='store_true')
+    parser.add_argument('--keep-checkpoints', metavar='FOLDER',
+                        help='copy each run of ours there, as '
+                        '<dataset>-<budget>.pt (for a closer look)')
     args = parser.parse_args()
     if not args.table_only:
         if not os.path.exists(ANYBURL) or shutil.which('java') is None:
@@ -215,7 +222,8 @@ def main():
                 budget = int(budget) if budget == int(budget) else budget
                 with tempfile.TemporaryDirectory() as work:
                     row = {'budget_seconds': budget,
-                           'ours': ours(dataset, budget, work),
+                           'ours': ours(dataset, budget, work,
+                                        args.keep_checkpoints),
                            'anyburl': anyburl(dataset, budget, work)}
                 print(json.dumps({'dataset': dataset, **row,
                                   'ours': {k: v for k, v in
