@@ -11,6 +11,7 @@ from pyg_degreembed.interpret.applied_rules import (Aggregation, AppliedRules,
                                                     _dense_rank,
                                                     _pack_rows, rule_counts,
                                                     type_counts)
+from pyg_degreembed.interpret.constant_rules import ConstantRules
 from pyg_degreembed.interpret import paths as paths_module
 from pyg_degreembed.interpret.mining import mine_counts
 from pyg_degreembed.interpret.paths import pattern_of
@@ -1080,6 +1081,111 @@ def test_shortened_rules_score_as_those_mined_shorter(seed):
                                       max_lengths=bad)
     with pytest.raises(ValueError, match='max_length'):
         longest.shortened(4)
+
+
+def canonical_overlap(applied):
+    # The overlap's pairs (smaller index first) and their Jaccard indices,
+    # in the order of the pairs.
+    pairs, jaccard = applied.overlap
+    pairs = pairs.sort(dim=0).values
+    order = torch.argsort(pairs[0] * applied.num_rules + pairs[1])
+    return pairs[:, order], jaccard[order]
+
+
+@pytest.mark.parametrize('seed', [0, 1])
+def test_pruned_rules_are_those_mined_with_more_support(seed):
+    # Rules (path and constant) mined with a support of at least 1, pruned
+    # at 2 or 3, are the rules mined with that min_support from the same
+    # counts: the same rules, confidences and scores, and the overlaps
+    # measured between them.
+    data = random_kg(seed, N=12, E=60)
+    R = data.num_relations
+    torch.manual_seed(seed)
+    model = RuleReasoner(R, num_steps=2).eval()
+    mined = mine_counts(data, 2, min_support=1)
+    every = AppliedRules.mine(data, 2, min_support=1, unseen=0.5,
+                              tie_break=model, counts=mined.counts,
+                              constant_counts=mined.constant_counts,
+                              aggregation='noisy-or', num_keys=5,
+                              redundancy=0.3)
+    graph = resolve_graph(data, num_relations=R)
+    head = torch.cat([data.train_edge_index[0], data.train_edge_index[1]])
+    relation = torch.cat([data.train_edge_type, data.train_edge_type + R])
+    tail = torch.cat([data.train_edge_index[1], data.train_edge_index[0]])
+    sizes = [every.num_rules]
+    for support in (2, 3):
+        want = AppliedRules.mine(data, 2, min_support=support, unseen=0.5,
+                                 tie_break=model, counts=mined.counts,
+                                 constant_counts=mined.constant_counts,
+                                 aggregation='noisy-or', num_keys=5,
+                                 redundancy=0.3)
+        got = every.pruned(support)
+        sizes.append(got.num_rules)
+        assert got.redundancy == 0.3
+        for name in ('rule_key', 'confidence', 'support', 'groundings'):
+            assert torch.equal(getattr(got, name), getattr(want, name))
+        assert want.constant_rules is not None
+        for name in ConstantRules.FIELDS:
+            assert torch.equal(getattr(got.constant_rules, name),
+                               getattr(want.constant_rules, name))
+        for a, b in zip(canonical_overlap(got), canonical_overlap(want)):
+            assert torch.equal(a, b)
+        assert torch.equal(got(graph, head, relation, remove_tail=tail),
+                           want(graph, head, relation, remove_tail=tail))
+    assert sizes[0] > sizes[1] > sizes[2] > 0  # each prune removes some
+    with pytest.raises(ValueError, match='min_support'):
+        every.pruned(0)
+
+
+@pytest.mark.parametrize('tolerance', [1., 0.01, -1.])
+def test_the_choice_prunes_at_the_largest_support_validation_allows(
+        monkeypatch, tolerance):
+    # The prune keeps the rules at the largest support tried, from the
+    # smallest on, until one whose validation MRR (of the rules, ranked
+    # alone: compute_ranks) falls below the unpruned rules' by more than
+    # the tolerance; the rules kept are those pruned().
+    gen = torch.Generator().manual_seed(1)
+    N, R, E = 25, 2, 400
+    triples = torch.unique(torch.stack([
+        torch.randint(0, N, (E, ), generator=gen),
+        torch.randint(0, R, (E, ), generator=gen),
+        torch.randint(0, N, (E, ), generator=gen)]), dim=1)
+    triples = triples[:, torch.randperm(triples.size(1), generator=gen)]
+    n = triples.size(1)
+    facts, train, valid = triples[:, :n * 3 // 8], \
+        triples[:, n * 3 // 8:n * 3 // 4], triples[:, n * 3 // 4:]
+    data = from_edge_index(train[[0, 2]], train[1], num_nodes=N,
+                           num_relations=R,
+                           splits={'facts': facts, 'valid': valid})
+    torch.manual_seed(0)
+    model = RuleReasoner(R, num_steps=2).eval()
+    monkeypatch.setattr(scorer_module, 'PRUNE_TOLERANCE', tolerance)
+    supports = (3, 5, 8, 12)
+    choice = choose_scorer(model, data, 2, scorer='rules', unseen=(5., ),
+                           aggregations=(('max-plus', 3), ),
+                           min_supports=supports)
+    every = AppliedRules.mine(data, 2, tie_break=model, unseen=5.)
+    full = compute_ranks(every, data, 'valid').metrics()['mrr']
+    want = every
+    for support in supports:
+        pruned = every.pruned(support)
+        if compute_ranks(pruned, data, 'valid').metrics()['mrr'] < \
+                full - tolerance:
+            break
+        want = pruned
+    assert choice.applied.num_rules == want.num_rules
+    assert torch.equal(choice.applied.rule_key, want.rule_key)
+    assert torch.equal(choice.applied.constant_rules.key,
+                       want.constant_rules.key)
+    assert 'rules kept' in choice.reason
+    if tolerance == 1.:  # every prune allowed: the largest
+        assert choice.applied.num_rules == every.pruned(12).num_rules \
+            < every.num_rules
+    if tolerance == -1.:  # none allowed
+        assert choice.applied.num_rules == every.num_rules
+    if tolerance == 0.01:  # this KG: a prune is taken, not the last
+        assert every.pruned(12).num_rules < choice.applied.num_rules \
+            < every.num_rules
 
 
 def test_the_choice_cuts_the_rules_where_shorter_rank_better(monkeypatch):

@@ -1,5 +1,6 @@
 import json
 import math
+import re
 
 import pytest
 import torch
@@ -277,6 +278,33 @@ def test_cut_rules_keeps_the_rules_of_the_length_chosen(
     assert rules['config']['num_steps'] == 2
     assert 0 < rules['pattern'].numel() and \
         bool((rules['pattern'] < (2 * 3 + 1)**2).all())
+
+
+def test_prune_keeps_the_rules_met_as_often_as_chosen(
+        tmp_path, capsys, monkeypatch):
+    # --prune: the checkpoint keeps the rules met at least as often as the
+    # support chosen (here any prune allowed: the largest tried, 3), and
+    # the command says how many of them.
+    from pyg_degreembed.cli import train as train_module
+    from pyg_degreembed.training import scorer as scorer_module
+    kg = tmp_path / 'kg.tsv'
+    kg.write_text(''.join(f'e{i}\tr{i % 3}\te{(i * 7 + 1) % 40}\n'
+                          for i in range(300)))
+    monkeypatch.setattr(scorer_module, 'PRUNE_TOLERANCE', 1.)
+    monkeypatch.setattr(train_module, 'PRUNE_SUPPORTS', (3, ))
+    checkpoint = str(tmp_path / 'm.pt')
+    assert main(['train', '--dataset', str(kg), '--dim', '4', '--epochs',
+                 '1', '--batch-size', '16', '--checkpoint', checkpoint,
+                 '--no-progress', '--scorer', 'rules', '--steps', '2',
+                 '--aggregation', 'max-plus', '--prune']) == 0
+    out = capsys.readouterr().out
+    assert 'rules kept: those met >= 3 times' in out
+    rules = load_checkpoint(checkpoint)['rules']
+    support = rules['constant_rules']['support']
+    kept, mined = map(int, re.search(r'(\d+) of (\d+) constant rules',
+                                     out).groups())
+    assert 0 < support.numel() == kept < mined
+    assert bool((support >= 3).all()) and bool((rules['support'] >= 3).all())
 
 
 def test_rules_and_model_combined_score_and_its_evidence(tmp_path, capsys):

@@ -418,17 +418,65 @@ class AppliedRules(Module):
                 do not depend on :math:`u`). (default: :obj:`None`, as
                 they are)
         """
-        payload = {**self.to_payload(), 'constant_rules': None}
+        out = self._subset(torch.ones_like(self.rule_key, dtype=torch.bool),
+                           None)
         if unseen is not None:
-            if self.support is None or self.groundings is None:
+            if out.support is None or out.groundings is None:
                 raise ValueError("other confidences need the rules' counts")
-            payload['confidence'] = rule_confidence(
-                self.support, self.groundings, float(unseen))
+            out.confidence.copy_(rule_confidence(out.support, out.groundings,
+                                                 float(unseen)))
+        return out
+
+    def pruned(self, min_support: int) -> 'AppliedRules':
+        r"""The same rules without those (path and constant rules) that
+        answer fewer than :obj:`min_support` queries of the graph they were
+        mined on: what :meth:`mine` with this :obj:`min_support` and the
+        same counts gives, a smaller rule set (what it costs on validation:
+        :func:`~pyg_degreembed.training.scorer.choose_scorer`'s
+        :obj:`min_supports`); the overlaps between the rules kept and the
+        redundancy stay."""
+        check_positive_ints(min_support=min_support)
+        if self.support is None:
+            raise ValueError("pruning by support needs the rules' counts")
+        if bool(self.type_confidence.any()):
+            raise ValueError("the answer-type rules' counts are not kept: "
+                             'mine without answer_types')
+        rules = self.constant_rules
+        return self._subset(self.support >= min_support,
+                            None if rules is None else
+                            rules.support >= min_support)
+
+    def _subset(self, paths: Tensor, constants: Optional[Tensor],
+                num_steps: Optional[int] = None) -> 'AppliedRules':
+        # These rules with the path rules where `paths` (a mask in the
+        # order of rule_key) and the constant rules where `constants` (a
+        # mask in their order; None: none, no constant rules), the
+        # overlaps between the rules kept renumbered; the longest rule
+        # `num_steps` if given.
+        payload = self.to_payload()
+        for key in ('relation', 'pattern', 'confidence', 'support',
+                    'groundings'):
+            if payload[key] is not None:
+                payload[key] = payload[key][paths]
+        if num_steps is not None:
+            payload['config'] = {**payload['config'], 'num_steps': num_steps}
+        rules = self.constant_rules
+        if rules is None or constants is None:
+            payload['constant_rules'] = None
+            constants = paths.new_zeros(self.num_rules - paths.numel())
+        else:
+            payload['constant_rules'] = {
+                **payload['constant_rules'],
+                **{name: getattr(rules, name)[constants]
+                   for name in ConstantRules.FIELDS}}
         overlap = self.overlap
         if overlap is not None:
-            paths = (overlap.pairs < self.rule_key.numel()).all(dim=0)
-            payload['overlap_pairs'] = overlap.pairs[:, paths]
-            payload['overlap_jaccard'] = overlap.jaccard[paths]
+            # Each rule's index among those kept (path rules first).
+            kept = torch.cat([paths, constants])
+            index = kept.long().cumsum(0) - 1
+            both = kept[overlap.pairs].all(dim=0)
+            payload['overlap_pairs'] = index[overlap.pairs[:, both]]
+            payload['overlap_jaccard'] = overlap.jaccard[both]
         return AppliedRules.from_payload(payload, self.tie_break).to(
             self.rule_key.device)
 
@@ -450,25 +498,11 @@ class AppliedRules(Module):
         if max_length > self.num_steps:
             raise ValueError(f"'max_length' must be at most the rules' "
                              f'length {self.num_steps}, got {max_length}')
-        keep = self.rule_length <= max_length
-        payload = self.to_payload()
-        for key in ('relation', 'pattern', 'confidence', 'support',
-                    'groundings'):
-            if payload[key] is not None:
-                payload[key] = payload[key][keep]
-        payload['config'] = {**payload['config'], 'num_steps': max_length}
-        overlap = self.overlap
-        if overlap is not None:
-            # Each rule's index among those kept (the constant rules after
-            # the path rules, all kept).
-            kept = torch.cat([keep, keep.new_ones(
-                self.num_rules - keep.numel())])
-            index = kept.long().cumsum(0) - 1
-            pairs = kept[overlap.pairs].all(dim=0)
-            payload['overlap_pairs'] = index[overlap.pairs[:, pairs]]
-            payload['overlap_jaccard'] = overlap.jaccard[pairs]
-        return AppliedRules.from_payload(payload, self.tie_break).to(
-            self.rule_key.device)
+        rules = self.constant_rules
+        return self._subset(self.rule_length <= max_length,
+                            None if rules is None else
+                            torch.ones_like(rules.key, dtype=torch.bool),
+                            max_length)
 
     def __getstate__(self):
         # The answer-type cache holds a weak reference (not picklable).

@@ -217,6 +217,17 @@ AGGREGATION_CHOICES = tuple(a for name in AUTO_AGGREGATIONS
                             for a in AGGREGATION_SETTINGS[name])
 
 
+#: The supports :obj:`train --prune` tries (:func:`choose_scorer`'s
+#: :obj:`min_supports`): the rules that answer fewer queries of the
+#: training graph are left out where validation loses little (measured in
+#: :obj:`benchmarks/rule_pruning.py`).
+PRUNE_SUPPORTS = (3, 5, 10, 20)
+#: The most validation MRR (of the rules' ranking) that a prune may cost.
+PRUNE_TOLERANCE = 1e-3
+#: The share of the choice's time (with a deadline) that the prune takes.
+PRUNE_SHARE = 0.25
+
+
 class UnseenChoices(Module):
     r"""Applied rules scored under the confidences of several :math:`u` at
     once, and their tie-break model alone
@@ -327,6 +338,9 @@ class ScorerChoice(NamedTuple):
     #: validation triples rank (:obj:`None` otherwise: the same as here,
     #: without the constant rules).
     new_graph: Optional[NewGraphChoice] = None
+    #: What the prune kept, and why, in words (:obj:`None` without a
+    #: prune).
+    pruned: Optional[str] = None
 
 
 def choose_scorer(model: Module, data: Any, num_steps: int,
@@ -339,7 +353,8 @@ def choose_scorer(model: Module, data: Any, num_steps: int,
                   aggregations: Sequence[Tuple[Any, ...]] = (
                       AGGREGATION_CHOICES),
                   num_candidates: Optional[int] = None,
-                  max_lengths: Optional[Sequence[int]] = None
+                  max_lengths: Optional[Sequence[int]] = None,
+                  min_supports: Sequence[int] = ()
                   ) -> ScorerChoice:
     r"""Mines the applied rules of length at most :obj:`num_steps` with
     :obj:`model` as tie-break, with the confidences
@@ -408,6 +423,19 @@ def choose_scorer(model: Module, data: Any, num_steps: int,
             :obj:`range(num_steps, 1, -1)`: the full length unless a cut
             gains beyond noise; :obj:`train --cut-rules`).
             (default: :obj:`None`, :obj:`[num_steps]`: no cut)
+        min_supports (Sequence[int], optional): Supports at which to
+            prune the rules chosen
+            (:meth:`~pyg_degreembed.AppliedRules.pruned`),
+            tried from the smallest on the validation triples of their
+            choice: the rules are pruned at the largest support tried
+            whose ranking loses at most :data:`PRUNE_TOLERANCE` of
+            validation MRR to theirs, the supports tried until one loses
+            more (the choice per relation is made before, on the rules
+            unpruned); with a deadline, the prune takes the last
+            :data:`PRUNE_SHARE` of the time, and a support whose ranking
+            does not finish by the deadline is not taken
+            (:data:`PRUNE_SUPPORTS`: :obj:`train --prune`).
+            (default: :obj:`()`, no prune)
     """
     if scorer not in ('auto', 'rules'):
         raise ValueError(f"'scorer' must be 'auto' or 'rules', got "
@@ -443,6 +471,10 @@ def choose_scorer(model: Module, data: Any, num_steps: int,
 
     overlap_deadline = None if deadline is None else \
         start + OVERLAP_SHARE * (deadline - start)
+    # The deadline of stages 1 and 2: the prune takes the time after it.
+    prune_deadline = deadline
+    if deadline is not None and min_supports:
+        deadline = start + (1. - PRUNE_SHARE) * (deadline - start)
 
     def mine(u, setting=choices[0], overlap_of=None, measure=False):
         # The rules under u and the setting; the overlaps (of a redundancy,
@@ -538,6 +570,11 @@ def choose_scorer(model: Module, data: Any, num_steps: int,
         if u != smallest or aggregation != first else applied_smallest
     if length < num_steps:
         applied = applied.shortened(length)
+    pruned = None
+    if min_supports:
+        triples = valid[:, :rules_ranks.relation.numel() // 2]
+        applied, pruned = _prune(applied, rules_ranks, data, triples,
+                                 min_supports, prune_deadline, sample)
     shown = ranked[0].relation.numel() // 2
     reason = ('' if shown == valid.size(1) else
               f'on {shown} of {valid.size(1)} validation triples, ') + \
@@ -552,7 +589,7 @@ def choose_scorer(model: Module, data: Any, num_steps: int,
                             applied, time.perf_counter() - start, unseen=u,
                             valid_ranks=ranked, aggregation=aggregation,
                             aggregation_ranks=aggregation_ranks,
-                            new_graph=new_graph)
+                            new_graph=new_graph, pruned=pruned)
     name, use_model, words = _per_relation(rules_ranks, model_ranks, u,
                                            kg.num_relations)
     ranking: Module = model if name == 'model' else applied
@@ -560,7 +597,43 @@ def choose_scorer(model: Module, data: Any, num_steps: int,
         ranking = PerRelationScorer(applied, use_model).to(device)
     return ScorerChoice(ranking, name, reason + words, applied,
                         time.perf_counter() - start, use_model, u, ranked,
-                        aggregation, aggregation_ranks, new_graph)
+                        aggregation, aggregation_ranks, new_graph, pruned)
+
+
+def _prune(applied: AppliedRules, ranks: Ranks, data: Any, triples: Tensor,
+           min_supports: Sequence[int], deadline: Optional[float],
+           sample: Optional[Tuple[int, int]]) -> Tuple[AppliedRules, str]:
+    # The rules pruned at the largest of `min_supports` (from the smallest
+    # on) whose ranking of `triples` (those `ranks`, the rules' own, ranks)
+    # loses at most PRUNE_TOLERANCE of validation MRR; a ranking not done by
+    # the deadline ends the tries. And what it kept, in words.
+    full = ranks.metrics()['mrr']
+    kept, support, tried = applied, None, []
+    supports = sorted({int(s) for s in min_supports})
+    for i, min_support in enumerate(supports):
+        pruned = applied.pruned(min_support)
+        level = None
+        if deadline is not None:  # an equal share for each support left
+            now = time.perf_counter()
+            level = now + max(deadline - now, 0.) / (len(supports) - i)
+        part = _rank_until(pruned, data, triples, level, sample)[0]
+        if part.relation.numel() < ranks.relation.numel():
+            tried.append(f'>= {min_support}: not ranked in time')
+            break
+        mrr = part.metrics()['mrr']
+        tried.append(f'>= {min_support}: {mrr:.4f}')
+        if mrr < full - PRUNE_TOLERANCE:
+            break
+        kept, support = pruned, min_support
+    path_rules, constants = applied.rule_key.numel(), applied.constant_rules
+    words = (f'{kept.rule_key.numel()} of {path_rules} path rules' +
+             ('' if constants is None else
+              f', {len(kept.constant_rules or [])} of {len(constants)} '
+              'constant rules'))
+    return kept, ('rules kept: all, ' if support is None else
+                  f'rules kept: those met >= {support} times, ') + words + \
+        f' (validation MRR of the rules {full:.4f}; with those met ' + \
+        ', '.join(tried) + ')'
 
 
 def _per_relation(rules_ranks: Ranks, model_ranks: Ranks, unseen: float,
@@ -670,6 +743,6 @@ def _join_ranks(parts: Sequence[Ranks]) -> Ranks:
 
 
 __all__ = ['PerRelationScorer', 'ScorerChoice', 'NewGraphChoice',
-           'UNSEEN_CHOICES',
+           'UNSEEN_CHOICES', 'PRUNE_SUPPORTS',
            'PRIOR_QUERIES', 'UnseenChoices', 'choose_scorer',
            'relation_choice']
