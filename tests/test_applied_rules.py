@@ -41,6 +41,15 @@ def random_kg(seed=0, N=10, R=3, E=36):
                            num_relations=R, splits={'facts': facts})
 
 
+def train_queries(data):
+    # The queries (head, query relation, tail) of both directions of the
+    # train triples.
+    R = data.num_relations
+    return (torch.cat([data.train_edge_index[0], data.train_edge_index[1]]),
+            torch.cat([data.train_edge_type, data.train_edge_type + R]),
+            torch.cat([data.train_edge_index[1], data.train_edge_index[0]]))
+
+
 def brute_force_counts(data, L):
     R, N = data.num_relations, data.num_nodes
     K = 2 * R
@@ -580,9 +589,7 @@ def test_scores_under_several_unseen_equal_each_mined_alone(seed, leave_out):
                                tie_break=model) for u in unseen]
     assert len(mined[2].constant_rules) < len(mined[0].constant_rules)
     graph = resolve_graph(data, num_relations=R)
-    head = torch.cat([data.train_edge_index[0], data.train_edge_index[1]])
-    relation = torch.cat([data.train_edge_type, data.train_edge_type + R])
-    tail = torch.cat([data.train_edge_index[1], data.train_edge_index[0]])
+    head, relation, tail = train_queries(data)
     extra = {'remove_tail': tail} if leave_out else {}
     scores = mined[0].score_with_unseen(graph, head, relation, unseen,
                                         **extra)
@@ -1048,9 +1055,7 @@ def test_shortened_rules_score_as_those_mined_shorter(seed):
     assert longest.rule_length.tolist() == [
         len(pattern_of(int(key) % P, 2 * R)) for key in longest.rule_key]
     graph = resolve_graph(data, num_relations=R)
-    head = torch.cat([data.train_edge_index[0], data.train_edge_index[1]])
-    relation = torch.cat([data.train_edge_type, data.train_edge_type + R])
-    tail = torch.cat([data.train_edge_index[1], data.train_edge_index[0]])
+    head, relation, tail = train_queries(data)
     unseen = (0.5, 200.)
     cuts = (3, 1, 2)
     both = (('max-plus', 3), ('noisy-or', 5, 0.3))
@@ -1109,9 +1114,7 @@ def test_pruned_rules_are_those_mined_with_more_support(seed):
                               aggregation='noisy-or', num_keys=5,
                               redundancy=0.3)
     graph = resolve_graph(data, num_relations=R)
-    head = torch.cat([data.train_edge_index[0], data.train_edge_index[1]])
-    relation = torch.cat([data.train_edge_type, data.train_edge_type + R])
-    tail = torch.cat([data.train_edge_index[1], data.train_edge_index[0]])
+    head, relation, tail = train_queries(data)
     sizes = [every.num_rules]
     for support in (2, 3):
         want = AppliedRules.mine(data, 2, min_support=support, unseen=0.5,
