@@ -25,7 +25,8 @@ Per dataset and budget B, one run after the other, alone on the machine:
   longest learning time that fitted (every try is in ``anyburl_tries``).
   ``--anyburl-only`` runs AnyBURL's side of rows already written again
   (ours kept), the tries recorded reused where the policy asks for their
-  learning time.  Its MRR is AnyBURL's own Eval (top-100
+  learning time; ``--ours-only`` runs our side of rows already written
+  again (AnyBURL's kept).  Its MRR is AnyBURL's own Eval (top-100
   candidates; an answer outside them counts 0).
 
 Writes results/anytime/<dataset>.json (rows merged by budget: a rerun of a
@@ -224,10 +225,14 @@ def main():
     parser.add_argument('--table-only', action='store_true')
     parser.add_argument('--anyburl-only', action='store_true',
                         help="rerun AnyBURL's side of rows already written")
+    parser.add_argument('--ours-only', action='store_true',
+                        help='rerun our side of rows already written')
     parser.add_argument('--keep-checkpoints', metavar='FOLDER',
                         help='copy each run of ours there, as '
                         '<dataset>-<budget>.pt (for a closer look)')
     args = parser.parse_args()
+    if args.anyburl_only and args.ours_only:
+        parser.error('--anyburl-only and --ours-only exclude each other')
     if not args.table_only:
         if not os.path.exists(ANYBURL) or shutil.which('java') is None:
             print(f'skipped: AnyBURL ({ANYBURL}) or java not found')
@@ -246,7 +251,7 @@ def main():
                 budget = int(budget) if budget == int(budget) else budget
                 old = [r for r in result['rows']
                        if r['budget_seconds'] == budget]
-                if args.anyburl_only and not old:
+                if (args.anyburl_only or args.ours_only) and not old:
                     print(f'skipped {dataset} at {budget}s: no row to keep')
                     continue
                 with tempfile.TemporaryDirectory() as work:
@@ -254,10 +259,10 @@ def main():
                            'ours': old[0]['ours'] if args.anyburl_only else
                            ours(dataset, budget, work,
                                 args.keep_checkpoints),
-                           'anyburl': anyburl(
-                               dataset, budget, work,
-                               old[0]['anyburl']['anyburl_tries']
-                               if args.anyburl_only else ())}
+                           'anyburl': old[0]['anyburl'] if args.ours_only
+                           else anyburl(dataset, budget, work,
+                                        old[0]['anyburl']['anyburl_tries']
+                                        if args.anyburl_only else ())}
                 print(json.dumps({'dataset': dataset, **row,
                                   'ours': {k: v for k, v in
                                            row['ours'].items()
