@@ -113,7 +113,7 @@ def main():
     result = {'dataset': args.dataset, 'budget_seconds': args.budget,
               'valid_triples': samples['valid'].size(1),
               'test_triples': samples['test'].size(1), 'rows': [],
-              'command': ' '.join(sys.argv), 'machine': machine()}
+              'machine': machine()}
     with tempfile.TemporaryDirectory() as work:
         copy = without_test(folder, work)
         for share in args.shares:
