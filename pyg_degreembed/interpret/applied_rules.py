@@ -1382,7 +1382,7 @@ def _best_keys(firings: List[Tuple[Tensor, Tensor]], tables: List[Tensor],
     r"""The distinct cells (sorted) that rules reach and, per cell, the
     confidences of its :obj:`num_keys` best rules (with :obj:`groups`, the
     best rule of each group), best first, as levels:
-    the confidences of all rules, 0 included, sorted and numbered from 0, so
+    the confidences of the firings, 0 included, sorted and numbered from 0, so
     that a cell reached by fewer rules has level 0 (confidence 0) in the
     rest; the first :obj:`num_columns` as a matrix.  The firings are sorted
     once, by the integer :math:`\mathrm{cell} \cdot V + (V - 1 -
@@ -1401,14 +1401,14 @@ def _best_keys(firings: List[Tuple[Tensor, Tensor]], tables: List[Tensor],
             each rule (ids distinct between tables): a group counts once
             per cell, by its best rule. (default: :obj:`None`, each rule)
     """
-    zero = tables[0].new_zeros(1)
-    values, inverse = torch.unique(torch.cat([zero] + tables),
-                                   return_inverse=True)
+    # The levels of the confidences that fire (not of every rule in the
+    # tables: a batch of queries fires few of millions of rules).
+    confidence = torch.cat([tables[0].new_zeros(1)] + [
+        table[rule] for (_, rule), table in zip(firings, tables)])
+    values, inverse = torch.unique(confidence, return_inverse=True)
     V = values.numel()
-    level_of = inverse[1:].split([t.numel() for t in tables])
+    level = inverse[1:]
     cell = torch.cat([c for c, _ in firings])
-    level = torch.cat([table_level[rule] for (_, rule), table_level
-                       in zip(firings, level_of)])
     if groups is not None and cell.numel():
         # One firing per (cell, group): the group's best level.
         group = torch.cat([table_group[rule] for (_, rule), table_group
