@@ -48,7 +48,7 @@ def without_test(folder: str, work: str) -> str:
     return copy
 
 
-def run(folder: str, copy: str, budget: float, share: float, work: str,
+def run(data, copy: str, budget: float, share: float, work: str,
         samples: dict) -> dict:
     checkpoint = os.path.join(work, f'share{share}.pt')
     code = ('import sys, pyg_degreembed.training.time_plan as plan; '
@@ -66,7 +66,6 @@ def run(folder: str, copy: str, budget: float, share: float, work: str,
                                     'scorer:'))]}
     payload = load_checkpoint(checkpoint)
     model = load_model(checkpoint, dataset=copy)[0]
-    data = load_neural_lp(folder)
     for split, triples in samples.items():
         for scorer in SCORERS:
             start = time.perf_counter()
@@ -117,7 +116,7 @@ def main():
     with tempfile.TemporaryDirectory() as work:
         copy = without_test(folder, work)
         for share in args.shares:
-            result['rows'].append(run(folder, copy, args.budget, share,
+            result['rows'].append(run(data, copy, args.budget, share,
                                       work, samples))
             write_json('mining_share.json', result)
     write_markdown('mining_share.md', table(result), 'mining_share.py')
