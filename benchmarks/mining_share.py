@@ -14,16 +14,20 @@ validation and test triples (the same for every share; filtered MRR,
 realistic ties) three ways: as chosen, the rules (with the chosen
 aggregation, the model breaking ties) and the model alone.  The share is
 chosen on the validation column.  Writes
-``results/mining_share.{json,md}``.
+``results/mining_share.{json,md}``; rows of shares not run again (same
+dataset, budget and samples) are kept, each row with the commit and day it
+ran on (the machines' speed varies: compare rows of one day).
 """
 import argparse
+import datetime
+import json
 import os
 import subprocess
 import sys
 import tempfile
 import time
 
-from common import SHARED, machine, write_json, write_markdown
+from common import RESULTS, SHARED, machine, write_json, write_markdown
 from rule_pruning import sample
 
 from pyg_degreembed import compute_ranks, load_model
@@ -59,8 +63,10 @@ def run(data, copy: str, budget: float, share: float, work: str,
         [sys.executable, '-c', code, 'train', '--dataset', copy,
          '--time-budget', str(budget), '--checkpoint', checkpoint,
          '--no-progress'], capture_output=True, text=True, check=True)
-    row = {'share': share, 'wall_seconds': round(
-        time.perf_counter() - start, 1),
+    row = {'share': share, 'ran': {
+        'day': datetime.date.today().isoformat(),
+        'git_commit': machine()['git_commit']},
+        'wall_seconds': round(time.perf_counter() - start, 1),
         'log': [line for line in out.stdout.splitlines()
                 if line.startswith(('mining:', 'stopped', 'applied rules',
                                     'scorer:'))]}
@@ -79,17 +85,33 @@ def run(data, copy: str, budget: float, share: float, work: str,
     return row
 
 
+def earlier_rows(result: dict, shares) -> list:
+    # The rows of results/mining_share.json run on the same dataset, budget
+    # and samples, but for other shares than `shares`.
+    path = os.path.join(RESULTS, 'mining_share.json')
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        before = json.load(f)
+    same = all(before.get(key) == result[key] for key in (
+        'dataset', 'budget_seconds', 'valid_triples', 'test_triples'))
+    return [row for row in before['rows']
+            if same and row['share'] not in shares]
+
+
 def table(result: dict) -> str:
     lines = [f"{result['dataset']} at {result['budget_seconds']} s "
              f"({result['valid_triples']} validation and "
              f"{result['test_triples']} test triples, filtered MRR)", '',
              '| mining share | valid: chosen | valid: rules | valid: model | '
-             'test: chosen | test: rules | test: model |',
-             '|---|---|---|---|---|---|---|']
+             'test: chosen | test: rules | test: model | ran (commit) |',
+             '|---|---|---|---|---|---|---|---|']
     for row in result['rows']:
+        ran = row.get('ran', {'day': '', 'git_commit': ''})
         lines.append(f"| {row['share']} | " + ' | '.join(
             f"{row[f'{split}_{scorer}_mrr']:.4f}"
-            for split in ('valid', 'test') for scorer in SCORERS) + ' |')
+            for split in ('valid', 'test') for scorer in SCORERS) +
+            f" | {ran['day']} ({ran['git_commit']}) |")
     return '\n'.join(lines)
 
 
@@ -113,11 +135,13 @@ def main():
               'valid_triples': samples['valid'].size(1),
               'test_triples': samples['test'].size(1), 'rows': [],
               'machine': machine()}
+    kept = earlier_rows(result, args.shares)
     with tempfile.TemporaryDirectory() as work:
         copy = without_test(folder, work)
+        done = []
         for share in args.shares:
-            result['rows'].append(run(data, copy, args.budget, share,
-                                      work, samples))
+            done.append(run(data, copy, args.budget, share, work, samples))
+            result['rows'] = sorted(kept + done, key=lambda row: row['share'])
             write_json('mining_share.json', result)
     write_markdown('mining_share.md', table(result), 'mining_share.py')
     print(table(result))
