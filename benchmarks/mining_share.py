@@ -62,7 +62,7 @@ def run(data, copy: str, budget: float, share: float, work: str,
     out = subprocess.run(
         [sys.executable, '-c', code, 'train', '--dataset', copy,
          '--time-budget', str(budget), '--checkpoint', checkpoint,
-         '--no-progress'], capture_output=True, text=True, check=True)
+         '--no-progress'], capture_output=True, text=True)
     row = {'share': share, 'ran': {
         'day': datetime.date.today().isoformat(),
         'git_commit': machine()['git_commit']},
@@ -70,6 +70,10 @@ def run(data, copy: str, budget: float, share: float, work: str,
         'log': [line for line in out.stdout.splitlines()
                 if line.startswith(('mining:', 'stopped', 'applied rules',
                                     'scorer:'))]}
+    if out.returncode:  # the command's error, in place of the rankings
+        row['error'] = (out.stderr.strip().splitlines() or [''])[-1]
+        print(share, row['error'], flush=True)
+        return row
     payload = load_checkpoint(checkpoint)
     model = load_model(checkpoint, dataset=copy)[0]
     for split, triples in samples.items():
@@ -108,10 +112,12 @@ def table(result: dict) -> str:
              '|---|---|---|---|---|---|---|---|']
     for row in result['rows']:
         ran = row.get('ran', {'day': '', 'git_commit': ''})
-        lines.append(f"| {row['share']} | " + ' | '.join(
-            f"{row[f'{split}_{scorer}_mrr']:.4f}"
-            for split in ('valid', 'test') for scorer in SCORERS) +
-            f" | {ran['day']} ({ran['git_commit']}) |")
+        cells = [f"the command failed: {row['error']}"] + [''] * 5 \
+            if 'error' in row else [f"{row[f'{split}_{scorer}_mrr']:.4f}"
+                                    for split in ('valid', 'test')
+                                    for scorer in SCORERS]
+        lines.append(f"| {row['share']} | " + ' | '.join(cells) +
+                     f" | {ran['day']} ({ran['git_commit']}) |")
     return '\n'.join(lines)
 
 
