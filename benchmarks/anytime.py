@@ -30,10 +30,12 @@ Per dataset and budget B, one run after the other, alone on the machine:
   candidates; an answer outside them counts 0).
 
 Writes results/anytime/<dataset>.json (rows merged by budget: a rerun of a
-budget replaces its row) and regenerates results/anytime.md, the README's
+budget replaces its row; each side run says when and on which commit:
+``ran``) and regenerates results/anytime.md, the README's
 table and results/anytime.png from every file.
 """
 import argparse
+import datetime
 import glob
 import json
 import os
@@ -254,15 +256,18 @@ def main():
                 if (args.anyburl_only or args.ours_only) and not old:
                     print(f'skipped {dataset} at {budget}s: no row to keep')
                     continue
+                ran = {'day': datetime.date.today().isoformat(),
+                       'git_commit': machine()['git_commit']}
                 with tempfile.TemporaryDirectory() as work:
                     row = {'budget_seconds': budget,
                            'ours': old[0]['ours'] if args.anyburl_only else
-                           ours(dataset, budget, work,
-                                args.keep_checkpoints),
+                           {**ours(dataset, budget, work,
+                                   args.keep_checkpoints), 'ran': ran},
                            'anyburl': old[0]['anyburl'] if args.ours_only
-                           else anyburl(dataset, budget, work,
-                                        old[0]['anyburl']['anyburl_tries']
-                                        if args.anyburl_only else ())}
+                           else {**anyburl(dataset, budget, work,
+                                           old[0]['anyburl']['anyburl_tries']
+                                           if args.anyburl_only else ()),
+                                 'ran': ran}}
                 print(json.dumps({'dataset': dataset, **row,
                                   'ours': {k: v for k, v in
                                            row['ours'].items()
