@@ -2,7 +2,7 @@
 MINING_SHARE``), measured where mining uses all of it.
 
     python benchmarks/mining_share.py [--dataset fb15k-237] [--budget 600]
-        [--shares 0.2 0.35 0.5] [--valid-triples 2000]
+        [--shares 0.2 0.35 0.5 0.65 0.8] [--valid-triples 2000]
         [--test-triples 4000]
 
 Per share, one run of the default command (``pyg-degreembed train
@@ -126,7 +126,7 @@ def main():
     parser.add_argument('--dataset', default='fb15k-237')
     parser.add_argument('--budget', type=float, default=600.)
     parser.add_argument('--shares', type=float, nargs='+',
-                        default=[0.2, 0.35, 0.5])
+                        default=[0.2, 0.35, 0.5, 0.65, 0.8])
     parser.add_argument('--valid-triples', type=int, default=2000)
     parser.add_argument('--test-triples', type=int, default=4000)
     args = parser.parse_args()
