@@ -32,7 +32,7 @@ DEFAULT_SECONDS = 600.
 RULE_LENGTH_SHARE = 0.1
 #: The share of the time left after the set-up that mining may take (of
 #: 0.2, 0.35, 0.5 and 0.65, the best on FB15k-237's validation at 600 s;
-#: at 0.8 the command failed there: :obj:`benchmarks/mining_share.py`).
+#: at 0.8 training had 12 steps or none: :obj:`benchmarks/mining_share.py`).
 MINING_SHARE = 0.65
 #: The share of the time left after the set-up kept for the validation
 #: choice.
