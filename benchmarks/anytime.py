@@ -35,7 +35,6 @@ budget replaces its row; each side run says when and on which commit:
 table and results/anytime.png from every file.
 """
 import argparse
-import datetime
 import glob
 import json
 import os
@@ -44,7 +43,7 @@ import sys
 import tempfile
 from typing import Sequence
 
-from common import (ANYBURL_DIR, RESULTS, SHARED, machine,
+from common import (ANYBURL_DIR, RESULTS, SHARED, machine, ran,
                     timed, update_readme, write_json, write_markdown)
 
 ANYBURL = os.path.join(ANYBURL_DIR, 'run.sh')
@@ -256,18 +255,17 @@ def main():
                 if (args.anyburl_only or args.ours_only) and not old:
                     print(f'skipped {dataset} at {budget}s: no row to keep')
                     continue
-                ran = {'day': datetime.date.today().isoformat(),
-                       'git_commit': machine()['git_commit']}
+                when = ran()
                 with tempfile.TemporaryDirectory() as work:
                     row = {'budget_seconds': budget,
                            'ours': old[0]['ours'] if args.anyburl_only else
                            {**ours(dataset, budget, work,
-                                   args.keep_checkpoints), 'ran': ran},
+                                   args.keep_checkpoints), 'ran': when},
                            'anyburl': old[0]['anyburl'] if args.ours_only
                            else {**anyburl(dataset, budget, work,
                                            old[0]['anyburl']['anyburl_tries']
                                            if args.anyburl_only else ()),
-                                 'ran': ran}}
+                                 'ran': when}}
                 print(json.dumps({'dataset': dataset, **row,
                                   'ours': {k: v for k, v in
                                            row['ours'].items()

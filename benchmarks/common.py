@@ -1,6 +1,7 @@
 """Helpers shared by the benchmark scripts: machine description and atomic
 result files."""
 import argparse
+import datetime
 import functools
 import glob
 import json
@@ -66,6 +67,13 @@ def machine() -> dict:
         'git_commit': commit,
         'command': ' '.join([os.path.basename(sys.executable)] + sys.argv),
     }
+
+
+def ran() -> dict:
+    r"""When and on which commit a result is run: :obj:`{"day": ISO date,
+    "git_commit": ...}` (:func:`machine`'s commit)."""
+    return {'day': datetime.date.today().isoformat(),
+            'git_commit': machine()['git_commit']}
 
 
 def write_json(name: str, payload: dict) -> str:

@@ -19,7 +19,6 @@ dataset, budget and samples) are kept, each row with the commit and day it
 ran on (the machines' speed varies: compare rows of one day).
 """
 import argparse
-import datetime
 import json
 import os
 import subprocess
@@ -27,7 +26,7 @@ import sys
 import tempfile
 import time
 
-from common import RESULTS, SHARED, machine, write_json, write_markdown
+from common import RESULTS, SHARED, machine, ran, write_json, write_markdown
 from rule_pruning import sample
 
 from pyg_degreembed import compute_ranks, load_model
@@ -63,13 +62,11 @@ def run(data, copy: str, budget: float, share: float, work: str,
         [sys.executable, '-c', code, 'train', '--dataset', copy,
          '--time-budget', str(budget), '--checkpoint', checkpoint,
          '--no-progress'], capture_output=True, text=True)
-    row = {'share': share, 'ran': {
-        'day': datetime.date.today().isoformat(),
-        'git_commit': machine()['git_commit']},
-        'wall_seconds': round(time.perf_counter() - start, 1),
-        'log': [line for line in out.stdout.splitlines()
-                if line.startswith(('mining:', 'stopped', 'applied rules',
-                                    'scorer:'))]}
+    row = {'share': share, 'ran': ran(),
+           'wall_seconds': round(time.perf_counter() - start, 1),
+           'log': [line for line in out.stdout.splitlines()
+                   if line.startswith(('mining:', 'stopped', 'applied rules',
+                                       'scorer:'))]}
     if out.returncode:  # the command's error, in place of the rankings
         row['error'] = (out.stderr.strip().splitlines() or [''])[-1]
         print(share, row['error'], flush=True)
@@ -111,13 +108,12 @@ def table(result: dict) -> str:
              'test: chosen | test: rules | test: model | ran (commit) |',
              '|---|---|---|---|---|---|---|---|']
     for row in result['rows']:
-        ran = row.get('ran', {'day': '', 'git_commit': ''})
         cells = [f"the command failed: {row['error']}"] + [''] * 5 \
             if 'error' in row else [f"{row[f'{split}_{scorer}_mrr']:.4f}"
                                     for split in ('valid', 'test')
                                     for scorer in SCORERS]
         lines.append(f"| {row['share']} | " + ' | '.join(cells) +
-                     f" | {ran['day']} ({ran['git_commit']}) |")
+                     f" | {row['ran']['day']} ({row['ran']['git_commit']}) |")
     return '\n'.join(lines)
 
 
