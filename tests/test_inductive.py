@@ -17,6 +17,7 @@ from pyg_degreembed.data.kg import all_triples, split_triples
 from pyg_degreembed.evaluation.ranks import SAMPLED, TIE_POLICIES, sampled_hits
 from pyg_degreembed.training.checkpoint import (load_checkpoint,
                                                 scorer_from_checkpoint)
+from pyg_degreembed.training.graph_choice import choose_on_graph
 
 
 def family_triples(prefix: str, n: int, seed: int, extra: bool):
@@ -192,7 +193,7 @@ def test_trained_model_reasons_on_a_new_graph(pair, tmp_path, capsys,
         out = str(tmp_path / f'ind-{name}.json')
         assert main(['evaluate', '--checkpoint', checkpoint, '--graph',
                      pair[1], '--json', out, '--device', str(device),
-                     '--scorer', name]) == 0
+                     '--scorer', name, '--graph-choice', '0']) == 0
         text = capsys.readouterr().out
         assert 'H@10(50)' in text
         assert ((f'on a new graph: the rules without their constant rules, '
@@ -204,6 +205,21 @@ def test_trained_model_reasons_on_a_new_graph(pair, tmp_path, capsys,
             float((1 / (1 + better + tied / 2)).mean()))
         assert metrics['optimistic']['hits@1'] == pytest.approx(
             float((better == 0).double().mean()))
+    # By default the choice is made on the new graph's own triples.
+    out = str(tmp_path / 'ind-graph.json')
+    assert main(['evaluate', '--checkpoint', checkpoint, '--graph', pair[1],
+                 '--json', out, '--device', str(device)]) == 0
+    text = capsys.readouterr().out
+    assert 'on a new graph: ' in text and ' observed triples' in text
+    choice = choose_on_graph(AppliedRules.from_payload(
+        payload['rules'], tie_break=model).to(device), graph,
+        payload['new_graph']['unseen'])
+    assert json.load(open(out))['metrics']['realistic']['mrr'] == \
+        pytest.approx(compute_ranks(choice.scorer, graph).mrr())
+    assert main(['evaluate', '--checkpoint', checkpoint, '--graph', pair[1],
+                 '--graph-choice', '-1']) == 2
+    assert '--graph-choice must be at least 0, got -1' in \
+        capsys.readouterr().err
     expected = evaluate(model, graph)
     # The rule lives_in <= works_at, located_in carries over to the new
     # world: every test query is answered (3 cities, one right).

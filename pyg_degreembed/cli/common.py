@@ -12,11 +12,14 @@ import torch
 from pyg_degreembed.data.datasets import dataset_path
 from pyg_degreembed.evaluation.ranks import (SAMPLED, TIE_POLICIES,
                                              compute_ranks)
+from pyg_degreembed.interpret.applied_rules import AppliedRules
 from pyg_degreembed.interpret.constant_rules import ConstantRule
 from pyg_degreembed.training.checkpoint import (load_checkpoint,
                                                 model_and_data, save_json,
                                                 scorer_from_checkpoint)
 from pyg_degreembed.training.files import check_output, input_files
+from pyg_degreembed.training.graph_choice import (GRAPH_CHOICE_TRIPLES,
+                                                  choose_on_graph)
 
 
 class CLIError(Exception):
@@ -121,13 +124,36 @@ def _checkpoint_args(p):
                        'a new graph): a folder or triples file whose '
                        'relations the model knows, matched by name; its '
                        'facts+train triples are the graph')
+    p.add_argument('--graph-choice', type=int, metavar='N',
+                   default=GRAPH_CHOICE_TRIPLES,
+                   help='with --graph: rank up to N of its facts+train '
+                   'triples, each without its own edge, to choose what '
+                   'ranks there (u, the longest rules, the aggregation, and '
+                   'the model or the rules per relation); 0: the choice '
+                   'the checkpoint records for new graphs')
     p.add_argument('--device', default='cpu', help='cpu, cuda, cuda:1, ...')
 
 
-def _scorer(args, payload, model, scorer):
-    # The checkpoint's scorer, for the KG the command reasons on.
-    return scorer_from_checkpoint(payload, model, scorer,
-                                  new_graph=args.graph is not None)
+def _scorer(args, payload, model, scorer, data):
+    # The checkpoint's scorer (scorer "auto"), its rules or its model, for
+    # the KG the command reasons on; on another graph, chosen on that
+    # graph's triples (once per command, said in a line).
+    if args.graph is None or scorer == 'model' or not args.graph_choice or \
+            payload.get('rules') is None or \
+            payload['rules'].get('support') is None:
+        return scorer_from_checkpoint(payload, model, scorer,
+                                      new_graph=args.graph is not None)
+    choice = getattr(args, 'graph_choice_made', None)
+    if choice is None:
+        rules = AppliedRules.from_payload(payload['rules'], tie_break=model)
+        choice = choose_on_graph(
+            rules.to(next(model.parameters()).device), data,
+            (payload.get('new_graph') or {}).get('unseen'),
+            args.graph_choice,
+            num_candidates=getattr(args, 'eval_candidates', None))
+        args.graph_choice_made = choice
+        print(f'on a new graph: {choice.reason}')
+    return choice.scorer if scorer == 'auto' else choice.rules
 
 
 def _rule_text(rule, data) -> str:
@@ -142,6 +168,9 @@ def _load(args, outputs=()):
     # output files (path, what, kind; path None: none) are checked against
     # its inputs before the KG is read.
     device = _device(args.device)
+    if args.graph_choice < 0:
+        raise CLIError(f'--graph-choice must be at least 0, got '
+                       f'{args.graph_choice}')
     payload = load_checkpoint(args.checkpoint)
     source = args.graph or args.dataset or payload['kg'].get('source')
     inputs = [args.checkpoint]

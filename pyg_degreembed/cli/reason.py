@@ -122,7 +122,7 @@ def cmd_evaluate(args):
         return _report(scorer, data, args.split, args.json,
                        typed=not args.untyped,
                        num_candidates=args.eval_candidates)
-    scorer = _scorer(args, payload, model, args.scorer)
+    scorer = _scorer(args, payload, model, args.scorer, data)
     if isinstance(scorer, PerRelationScorer):
         print(f'scorer: per query relation, the model '
               f'({int(scorer.use_model.sum())} of {scorer.use_model.numel()}'
@@ -132,8 +132,8 @@ def cmd_evaluate(args):
         print(f'scorer: {_rules_ranking(scorer)} '
               '(--scorer model: the model alone)')
     new_graph = payload.get('new_graph')
-    if args.graph is not None and new_graph is not None and \
-            scorer is not model:
+    if args.graph is not None and not args.graph_choice and \
+            new_graph is not None and scorer is not model:
         print(f"on a new graph: the rules without their constant rules, u = "
               f"{new_graph['unseen']:g}" + (
                   ', the choice for new graphs (made on validation ranked '
@@ -145,7 +145,7 @@ def cmd_evaluate(args):
 
 def cmd_predict(args):
     payload, model, data = _load(args)
-    scorer = _scorer(args, payload, model, args.scorer)
+    scorer = _scorer(args, payload, model, args.scorer, data)
     head = _entity(data, args.head)
     relation = _relation(data, args.relation)
     if args.k < 0:
@@ -185,7 +185,7 @@ def cmd_rules(args):
     relation = None if args.relation is None else \
         _relation(data, args.relation)
     if args.format == 'anyburl':
-        applied = _scorer(args, payload, model, 'rules')
+        applied = _scorer(args, payload, model, 'rules', data)
         lines = anyburl_lines(applied, data.relation_names, relation, args.k,
                               entity_names=data.entity_names)
         for line in lines:
@@ -217,7 +217,7 @@ def cmd_rules(args):
 
 
 def _applied_rules(args, payload, model, data, relation):
-    applied = _scorer(args, payload, model, 'rules')
+    applied = _scorer(args, payload, model, 'rules', data)
     relations = [relation] if relation is not None else range(
         data.num_relations * (1 if args.no_inverse else 2))
     out = []
@@ -274,9 +274,9 @@ def cmd_explain(args):
     if rest > 0:
         print(f'  ... and {rest} more paths')
     if payload.get('rules') is not None:
-        applied = _scorer(args, payload, model, 'rules')
+        applied = _scorer(args, payload, model, 'rules', data)
         rules, answer_type = applied.explain(data, head, relation, tail)
-        ranker = _scorer(args, payload, model, 'auto')
+        ranker = _scorer(args, payload, model, 'auto', data)
         if ranker is model or (isinstance(ranker, PerRelationScorer) and
                                ranker.use_model[relation]):
             role = 'the model ranks this query relation, not they'

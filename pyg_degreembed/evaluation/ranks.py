@@ -256,6 +256,14 @@ class Ranks(NamedTuple):
     #: :obj:`None`, against all of them.
     num_candidates: Optional[int] = None
 
+    def mrr(self, tie: str = 'realistic') -> float:
+        r"""The MRR alone (that of :meth:`metrics`, without the other
+        metrics: those among sampled candidates cost more)."""
+        if tie not in TIE_POLICIES:
+            raise ValueError(f"'tie' must be one of {TIE_POLICIES}, "
+                             f"got {tie!r}")
+        return rank_metrics(self.ranks[tie])['mrr']
+
     def metrics(self, tie: str = 'realistic',
                 relation_names: Optional[List[str]] = None) -> Dict:
         r"""Overall metrics (:obj:`"mrr"`, :obj:`"mr"`, :obj:`"hits@k"`

@@ -414,7 +414,7 @@ def _fit_epochs(run, device, eval_batch_size, progress, progress_interval,
                             total, f'validation {epoch}'),
                         types=answer_types(run.kg))
                 assert isinstance(ranks, Ranks)  # a reasoner ranks once
-                valid_mrr = ranks.metrics()['mrr']
+                valid_mrr = ranks.mrr()
             except _StopNow:  # saved as trained, its validation to come
                 run.partial = run.last_pass
         if run.partial is not None:  # max_steps, time_budget or a signal

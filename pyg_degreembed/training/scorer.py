@@ -545,12 +545,12 @@ def choose_scorer(model: Module, data: Any, num_steps: int,
                             applied_smallest, time.perf_counter() - start,
                             unseen=smallest, aggregation=first)
     u = unseen[chosen]
-    reason = ', '.join(f"{ranks.metrics()['mrr']:.4f} (u = {u_:g})"
+    reason = ', '.join(f"{ranks.mrr():.4f} (u = {u_:g})"
                        for u_, ranks in zip(unseen, ranked[:-1]))
     rules_ranks = ranked[chosen]
     length, aggregation = options[0]
     if aggregation_ranks is not None:
-        values = [ranks.metrics()['mrr'] for ranks in aggregation_ranks[:-1]]
+        values = [ranks.mrr() for ranks in aggregation_ranks[:-1]]
         best = preferred_choice(aggregation_ranks[:-1])
         length, aggregation = options[best]
         stage = aggregation_ranks[-1].relation.numel()
@@ -607,7 +607,7 @@ def _prune(applied: AppliedRules, ranks: Ranks, data: Any, triples: Tensor,
     # on) whose ranking of `triples` (those `ranks`, the rules' own, ranks)
     # loses at most PRUNE_TOLERANCE of validation MRR; a ranking not done by
     # the deadline ends the tries. And what it kept, in words.
-    full = ranks.metrics()['mrr']
+    full = ranks.mrr()
     kept, support, tried = applied, None, []
     supports = sorted({int(s) for s in min_supports})
     for i, min_support in enumerate(supports):
@@ -620,7 +620,7 @@ def _prune(applied: AppliedRules, ranks: Ranks, data: Any, triples: Tensor,
         if part.relation.numel() < ranks.relation.numel():
             tried.append(f'>= {min_support}: not ranked in time')
             break
-        mrr = part.metrics()['mrr']
+        mrr = part.mrr()
         tried.append(f'>= {min_support}: {mrr:.4f}')
         if mrr < full - PRUNE_TOLERANCE:
             break
@@ -642,7 +642,7 @@ def _per_relation(rules_ranks: Ranks, model_ranks: Ranks, unseen: float,
     # where the model ranks (per-relation only) and why, in words.
     use_model = relation_choice([rules_ranks, model_ranks],
                                 num_relations) == 1
-    words = f", model {model_ranks.metrics()['mrr']:.4f}"
+    words = f", model {model_ranks.mrr():.4f}"
     if use_model.all():
         return 'model', None, words
     if not use_model.any():
@@ -663,7 +663,7 @@ def _new_graph_choice(paths_ranked: Sequence[Ranks], model_ranks: Ranks,
     chosen = preferred_choice(paths_ranked)
     u = unseen[chosen]
     reason = 'validation MRR without the constant rules: ' + ', '.join(
-        f"{ranks.metrics()['mrr']:.4f} (u = {u_:g})"
+        f"{ranks.mrr():.4f} (u = {u_:g})"
         for u_, ranks in zip(unseen, paths_ranked))
     if scorer == 'rules':
         return NewGraphChoice('rules', u, f'asked for; {reason}')

@@ -1,0 +1,168 @@
+r"""What ranks on a new graph, chosen on that graph's own triples.
+
+A model and its rules reason on a graph they were not trained on (new
+entities: the inductive setting) without their constant rules, which name
+the training KG's entities.  What ranks there, :math:`u`, the longest rules
+and the aggregation, and per query relation the model or the rules, was
+chosen on the training KG's validation triples
+(:class:`~pyg_degreembed.training.scorer.NewGraphChoice`), which need not
+say what ranks the new graph best: on GraIL's WN18RR_v1 the rules of up to
+4 edges rank its new graph better than those of 5, on WN18RR_v3 the
+reverse, and the training KG's validation cannot tell the two apart
+(:obj:`benchmarks/new_graph_choice.py`).
+
+:func:`choose_on_graph` makes the choice again on the new graph itself,
+from the only evidence of it there is, its observed triples (facts and
+train): a seeded sample of up to :data:`GRAPH_CHOICE_TRIPLES` of them, each
+ranked as training ranks its triples, without its own edge and that edge's
+inverse (filtered by every triple of the graph).  The choice is made as
+:func:`~pyg_degreembed.training.scorer.choose_scorer` makes it: of every
+:math:`u` of :data:`~pyg_degreembed.training.scorer.UNSEEN_CHOICES`,
+longest rule length (:math:`L` down to 1) and aggregation of
+:data:`~pyg_degreembed.training.scorer.AGGREGATION_CHOICES`, the setting
+recorded for new graphs unless another ranks those triples better beyond
+noise (:func:`~pyg_degreembed.training.scorer.preferred_choice`), then per
+query relation the model or the rules
+(:func:`~pyg_degreembed.training.scorer.relation_choice`).  No query of the
+new graph (its valid or test triples) is read.
+"""
+from typing import Any, NamedTuple, Optional
+
+import torch
+from torch.nn import Module
+
+from pyg_degreembed.data.convert import as_kg
+from pyg_degreembed.data.kg import graph_triples
+from pyg_degreembed.evaluation.ranks import compute_ranks
+from pyg_degreembed.interpret.applied_rules import Aggregation, AppliedRules
+from pyg_degreembed.training.budget import ResourceError
+from pyg_degreembed.training.scorer import (AGGREGATION_CHOICES, MAX_LISTED,
+                                            UNSEEN_CHOICES,
+                                            PerRelationScorer, UnseenChoices,
+                                            _option, _per_relation,
+                                            preferred_choice)
+
+#: The most observed triples of a new graph that :func:`choose_on_graph`
+#: ranks (a seeded sample of them).
+GRAPH_CHOICE_TRIPLES = 1000
+#: The fewest observed triples a new graph needs for :func:`choose_on_graph`
+#: to choose on them (fewer: the setting recorded for new graphs ranks).
+MIN_GRAPH_TRIPLES = 20
+
+
+class GraphChoice(NamedTuple):
+    r"""The outcome of :func:`choose_on_graph`."""
+    #: What ranks (:obj:`scorer="auto"`): the model, :obj:`rules` or a
+    #: :class:`~pyg_degreembed.training.scorer.PerRelationScorer` of both.
+    scorer: Module
+    #: The rules chosen (without their constant rules), the model as their
+    #: tie-break: what :obj:`scorer="rules"` ranks with and explains.
+    rules: AppliedRules
+    #: Why, in words.
+    reason: str
+
+
+def choose_on_graph(rules: AppliedRules, data: Any,
+                    unseen: Optional[float] = None,
+                    max_triples: int = GRAPH_CHOICE_TRIPLES, seed: int = 0,
+                    num_candidates: Optional[int] = None) -> GraphChoice:
+    r"""Chooses what ranks on the new graph :obj:`data` on its own observed
+    triples (see the module's description).
+
+    Args:
+        rules (AppliedRules): The rules mined on the training KG, with their
+            counts and the trained model as tie-break (their constant
+            rules, if any, are left out); the setting they hold (their
+            aggregation, every rule length) is the one preferred.
+        data: The new graph, in any layout :func:`~pyg_degreembed.as_kg`
+            reads, its relations the rules' (e.g. from
+            :func:`~pyg_degreembed.load_model` with :obj:`graph`).
+        unseen (float, optional): The :math:`u` preferred (the checkpoint's
+            choice for new graphs). (default: :obj:`None`, the first of
+            :data:`~pyg_degreembed.training.scorer.UNSEEN_CHOICES`)
+        max_triples (int, optional): The most observed triples ranked.
+            (default: :data:`GRAPH_CHOICE_TRIPLES`)
+        seed (int, optional): Seed of their sample. (default: :obj:`0`)
+        num_candidates (int, optional): Rank each against this many sampled
+            candidates (as :func:`~pyg_degreembed.compute_ranks` does, for
+            a large graph). (default: :obj:`None`, every entity)
+    """
+    if rules.support is None or rules.groundings is None or \
+            rules.tie_break is None:
+        raise ValueError("choosing on a graph needs the rules' counts and a "
+                         'tie-break model')
+    model = rules.tie_break
+    kg = as_kg(data)
+    preferred = UNSEEN_CHOICES[0] if unseen is None else float(unseen)
+    unseens = [preferred] + [u for u in UNSEEN_CHOICES if u != preferred]
+    setting = rules.setting
+    aggregations = [setting] + [a for a in AGGREGATION_CHOICES
+                                if a != setting]
+    L = rules.num_steps
+    lengths = list(range(L, 0, -1))
+    options = [(u, n, a) for u in unseens for n in lengths
+               for a in aggregations]
+    paths = rules.without_constants()
+    triples = graph_triples(kg)
+    total = triples.size(1)
+
+    def chosen(option, why: str, use_model=None) -> GraphChoice:
+        u, length, aggregation = option
+        applied = _with_setting(paths.without_constants(u), aggregation)
+        if length < L:
+            applied = applied.shortened(length)
+        scorer: Module = applied
+        if use_model is not None:
+            scorer = model if bool(use_model.all()) else PerRelationScorer(
+                applied, use_model).to(rules.rule_key.device)
+        return GraphChoice(scorer, applied, why)
+
+    recorded = f'u = {preferred:g}, {_option(options[0][1:], L)}'
+    if total < MIN_GRAPH_TRIPLES:
+        return chosen(options[0], f'the rules ({recorded}): the choice for '
+                      f'new graphs (the graph has {total} observed triples, '
+                      f'fewer than {MIN_GRAPH_TRIPLES} to choose on)')
+    generator = torch.Generator().manual_seed(seed)
+    sample = triples[:, torch.randperm(total, generator=generator)[
+        :max_triples]]
+    try:
+        *ranked, model_ranks = compute_ranks(
+            UnseenChoices(paths, unseens, aggregations, lengths), data,
+            sample, remove_edge=True, num_candidates=num_candidates,
+            candidate_seed=seed)
+    except ResourceError as e:  # hubs: the rules' paths cannot be followed
+        return chosen(options[0], f'the rules ({recorded}): the choice for '
+                      f'new graphs (the rules cannot rank its triples: {e})')
+    best = preferred_choice(ranked)
+    values = [r.mrr() for r in ranked]
+    u = options[best][0]
+    words = f'chosen on {sample.size(1)} of its {total} observed triples ' \
+        '(each ranked without its own edge), MRR of the rules: ' + (
+            ', '.join(f'{v:.4f} (u = {o[0]:g}, {_option(o[1:], L)})'
+                      for o, v in zip(options, values))
+            if len(options) <= MAX_LISTED else
+            f'{values[best]:.4f} (u = {u:g}, {_option(options[best][1:], L)}'
+            f'), chosen of {len(options)} settings' +
+            (f' (the first, {recorded}: {values[0]:.4f})' if best else
+             ' (the first)'))
+    name, use_model, per = _per_relation(ranked[best], model_ranks, u,
+                                         kg.num_relations)
+    if name == 'model':
+        use_model = torch.ones(2 * kg.num_relations, dtype=torch.bool)
+    return chosen(options[best], f'{name} ({words}{per})', use_model)
+
+
+def _with_setting(applied: AppliedRules,
+                  aggregation: Aggregation) -> AppliedRules:
+    # The same rules under another aggregation.
+    name, keys, weight, redundancy = aggregation
+    return AppliedRules.from_payload(
+        {**applied.to_payload(),
+         'config': {**applied.config(), 'aggregation': name,
+                    'num_keys': keys, 'model_weight': weight,
+                    'redundancy': redundancy}},
+        applied.tie_break).to(applied.rule_key.device)
+
+
+__all__ = ['GRAPH_CHOICE_TRIPLES', 'GraphChoice', 'MIN_GRAPH_TRIPLES',
+           'choose_on_graph']
