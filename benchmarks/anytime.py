@@ -14,7 +14,9 @@ Per dataset and budget B, one run after the other, alone on the machine:
   realistic ties; ``peak_rss_gb`` the process's peak (sampled).  On the
   GraIL splits (fb237_v1, WN18RR_v1) the model trained on X ranks the
   test triples of X_ind on X_ind's graph (``pyg-degreembed evaluate
-  --graph``), timed apart like the test ranking.
+  --graph``), timed apart like the test ranking, with the choice it makes
+  on X_ind's own observed triples (which exist only once X_ind is given;
+  its line ``on a new graph`` is in the log).
 * AnyBURL (``../shared/tools/anyburl/run.sh``, release 23-1, 2 threads): its
   learning time is chosen so that learning + applying fit in B (applying
   includes its test predictions, which ours leaves out): first B/2 (B/4
@@ -94,6 +96,8 @@ def ours(dataset: str, budget: float, work: str,
             raise RuntimeError(f'{" ".join(argv)} failed:\n{out}')
         with open(os.path.join(work, 'ind.json')) as f:
             metrics = json.load(f)
+        row['log'] += [line for line in out.splitlines()
+                       if line.startswith('on a new graph')]
         row['transductive_test_mrr'] = row['test_mrr']
         row['test_mrr'] = metrics['metrics']['realistic']['mrr']
         row['test_ranking_seconds'] = round(seconds, 1)

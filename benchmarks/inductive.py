@@ -10,12 +10,15 @@ new entities on another graph with the same relations.
 graph), so new splits need no code change.
 
 Models: 'rules' is AppliedRules mined on X (its train.txt; no training),
-'degreembed-rules' what the CLI's train --scorer auto gives, without the
-constant rules (choose_scorer(..., constants=False)): the rules with
-DegreEmbed trained on X as tie-break, or DegreEmbed alone, per query
-relation, whichever is better on X's validation.  Its run files also
-record test_mrr_of_options: the test MRR of the rules alone and of the model
-alone on X_ind (to see what the choice, which sees only X, gave up).
+'degreembed-rules' what the CLI's train --scorer auto and evaluate --graph
+give, without the constant rules (choose_scorer(..., constants=False)): the
+rules with DegreEmbed trained on X as tie-break, or DegreEmbed alone, per
+query relation, whichever is better on X's validation, then chosen again on
+X_ind's own observed triples (training.graph_choice.choose_on_graph, as
+evaluate --graph does: its reason and seconds are in graph_choice).  Its run
+files also record test_mrr_of_options: the test MRR of the rules alone, of
+the model alone and of the choice made on X's validation ('validation') on
+X_ind (to see what the choices, which never read X_ind's test, gave up).
 
 Protocol, per run: train DegreEmbed, DRUM or Neural LP (rank 1) with fit()'s
 defaults (L = 2, T = 3, 128-d, Adam 1e-3, batch 128, up to 20 epochs, early
@@ -55,6 +58,7 @@ from pyg_degreembed.data.datasets import load_dataset
 from pyg_degreembed.data.kg import split_triples
 from pyg_degreembed.evaluation.ranks import SAMPLED
 from pyg_degreembed.interpret.rule_length import choose_rule_length
+from pyg_degreembed.training.graph_choice import choose_on_graph
 from pyg_degreembed.training.scorer import choose_scorer
 
 from common import (RESULTS, SHARED, chosen_length, save_run, test_metrics,
@@ -128,6 +132,13 @@ def run(name, train_folder, ind_folder, model_name, seed, device, steps=2,
     train_seconds = time.perf_counter() - start
     graph = align_relations(load_dataset(ind_folder), train.relation_names)
     start = time.perf_counter()
+    graph_choice = None
+    if model_name == 'degreembed-rules':
+        on_graph = choose_on_graph(choice.applied, graph, choice.unseen)
+        scorer = on_graph.scorer
+        graph_choice = {'reason': on_graph.reason,
+                        'seconds': time.perf_counter() - start}
+        start = time.perf_counter()
     ranks = compute_ranks(scorer, graph, 'test')
     test_seconds = time.perf_counter() - start
     options = None
@@ -137,7 +148,8 @@ def run(name, train_folder, ind_folder, model_name, seed, device, steps=2,
         options = {name: test_metrics(compute_ranks(
             option, graph, 'test'))['realistic']['mrr']
             for name, option in (('rules', choice.applied),
-                                 ('model', model))}
+                                 ('model', model),
+                                 ('validation', choice.scorer))}
     info = {
         'epochs': len(history), 'best_epoch': best[0],
         'best_valid_mrr': best[1], 'history': history,
@@ -154,6 +166,7 @@ def run(name, train_folder, ind_folder, model_name, seed, device, steps=2,
         'test': test_metrics(ranks),
         'device': str(device), 'scorer': chosen,
         'scorer_reason': reason, 'test_mrr_of_options': options,
+        'graph_choice': graph_choice,
         'gpu_peak_memory_gb': torch.cuda.max_memory_allocated(device) / 1e9
         if device.type == 'cuda' else None,
     }
