@@ -126,13 +126,15 @@ def choose_on_graph(rules: AppliedRules, data: Any,
     sample = triples[:, torch.randperm(total, generator=generator)[
         :max_triples]]
     try:
-        *ranked, model_ranks = compute_ranks(
+        every = compute_ranks(
             UnseenChoices(paths, unseens, aggregations, lengths), data,
             sample, remove_edge=True, num_candidates=num_candidates,
             candidate_seed=seed)
     except ResourceError as e:  # hubs: the rules' paths cannot be followed
         return chosen(options[0], f'the rules ({recorded}): the choice for '
                       f'new graphs (the rules cannot rank its triples: {e})')
+    assert isinstance(every, list)  # one per option, then the model's
+    *ranked, model_ranks = every
     best = preferred_choice(ranked)
     values = [r.mrr() for r in ranked]
     u = options[best][0]
