@@ -141,6 +141,10 @@ def relation_choice(options: Sequence[Ranks], num_relations: int) -> Tensor:
     """
     K = 2 * num_relations
     query = query_relations(options[0], num_relations)
+    if any(not torch.equal(query_relations(ranks, num_relations), query)
+           for ranks in options[1:]):
+        raise ValueError('the rankings to choose from must rank the same '
+                         'queries')
     total = torch.stack([
         torch.zeros(K, dtype=torch.double).index_add_(
             0, query, 1. / ranks.ranks['realistic'].double())
@@ -547,7 +551,10 @@ def choose_scorer(model: Module, data: Any, num_steps: int,
     u = unseen[chosen]
     reason = ', '.join(f"{ranks.mrr():.4f} (u = {u_:g})"
                        for u_, ranks in zip(unseen, ranked[:-1]))
-    rules_ranks = ranked[chosen]
+    # The choice per relation compares the rules' ranking with the model's
+    # on the same triples: those of stage 2 where an aggregation other than
+    # the first is chosen (stage 2 may stop before stage 1's triples end).
+    rules_ranks, relation_model_ranks = ranked[chosen], model_ranks
     length, aggregation = options[0]
     if aggregation_ranks is not None:
         values = [ranks.mrr() for ranks in aggregation_ranks[:-1]]
@@ -564,7 +571,7 @@ def choose_scorer(model: Module, data: Any, num_steps: int,
             f'chosen of {len(options)} settings' +
             (f' (the first: {values[0]:.4f})' if best else ''))
         if best:  # the choice per relation on the triples of stage 2
-            rules_ranks, model_ranks = aggregation_ranks[best], \
+            rules_ranks, relation_model_ranks = aggregation_ranks[best], \
                 aggregation_ranks[-1]
     applied = mine(u, aggregation, applied_smallest) \
         if u != smallest or aggregation != first else applied_smallest
@@ -590,8 +597,8 @@ def choose_scorer(model: Module, data: Any, num_steps: int,
                             valid_ranks=ranked, aggregation=aggregation,
                             aggregation_ranks=aggregation_ranks,
                             new_graph=new_graph, pruned=pruned)
-    name, use_model, words = _per_relation(rules_ranks, model_ranks, u,
-                                           kg.num_relations)
+    name, use_model, words = _per_relation(rules_ranks, relation_model_ranks,
+                                           u, kg.num_relations)
     ranking: Module = model if name == 'model' else applied
     if use_model is not None:  # per-relation
         ranking = PerRelationScorer(applied, use_model).to(device)
