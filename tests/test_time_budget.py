@@ -258,3 +258,40 @@ def test_a_choice_whose_second_stage_stops_early_compares_like_with_like(
         scorer.relation_choice(choice.valid_ranks[:1] +
                                choice.aggregation_ranks[:1],
                                data.num_relations)
+
+
+def test_the_sampled_miner_takes_the_time_the_constant_rules_leave(
+        monkeypatch):
+    # The sampled miner uses all the time it gets: the constant rules
+    # come first, within their share, and it takes the rest of the limit;
+    # the exact enumeration comes first and the constant rules take what
+    # it leaves.
+    from pyg_degreembed.interpret import mining
+    data = load_dataset('family')
+    calls = []
+    real_constants, real_sampled = (mining.constant_rule_counts,
+                                    mining.sample_rule_counts)
+
+    def constants(data, time_limit, **kwargs):
+        calls.append(('constants', time_limit))
+        return real_constants(data, time_limit=time_limit, **kwargs)
+
+    def sampled(data, num_steps, time_limit, **kwargs):
+        calls.append(('sampled', time_limit))
+        return real_sampled(data, num_steps, 0.05, **kwargs)
+
+    monkeypatch.setattr(mining, 'constant_rule_counts', constants)
+    monkeypatch.setattr(mining, 'sample_rule_counts', sampled)
+    mine_counts(data, 2, time_limit=100., miner='sampled')
+    (first, constant_limit), (second, path_limit) = calls
+    assert (first, second) == ('constants', 'sampled')
+    assert mining.CONSTANT_SHARE * 100. - 1. < constant_limit <= \
+        mining.CONSTANT_SHARE * 100.
+    # The constant rules of Family take well under a second of their 20.
+    assert 100. - mining.CONSTANT_SHARE * 100. < path_limit <= 100.
+    assert path_limit > 100. - 10.
+    calls.clear()
+    mined = mine_counts(data, 2, time_limit=100., miner='exact')
+    (name, constant_limit), = calls
+    assert name == 'constants' and mined.method == 'exact'
+    assert constant_limit > (1 - mining.CONSTANT_SHARE) * 100.

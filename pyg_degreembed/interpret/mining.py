@@ -25,6 +25,7 @@ from pyg_degreembed.interpret.constant_rules import (ConstantRuleCounts,
                                                      constant_rule_counts)
 from pyg_degreembed.interpret.paths import walk_totals
 from pyg_degreembed.interpret.sampled_rules import sample_rule_counts
+from pyg_degreembed.training.distributed import all_reduce_number
 
 #: Seconds of the exact enumeration beyond its walks (see the module's
 #: description).
@@ -34,8 +35,10 @@ EXACT_OVERHEAD = 2.
 EXACT_WALKS_PER_SECOND = 5e7
 #: The ways :func:`mine_counts` may count the path rules.
 MINERS = ('auto', 'exact', 'sampled')
-#: The share of the time limit the constant rules may take (their joins;
-#: the counting after them is not bounded by the limit).
+#: The share of the time limit kept for the constant rules (their joins;
+#: the counting after them is not bounded by the limit): the exact
+#: enumeration must be expected to end within the rest, and the sampled
+#: miner comes after them.
 CONSTANT_SHARE = 0.2
 
 
@@ -72,8 +75,11 @@ def mine_counts(data: Any, num_steps: int,
     Args:
         data: The KG, in any layout :func:`~pyg_degreembed.as_kg` reads.
         num_steps (int): The longest rule :math:`L`.
-        time_limit (float, optional): Seconds for the whole mining (the
-            constant rules' joins take up to :data:`CONSTANT_SHARE` of it).
+        time_limit (float, optional): Seconds for the whole mining.  The
+            exact enumeration comes first and the constant rules' joins
+            take what it leaves; the sampled miner, which takes all the
+            time it is given, comes after the constant rules, whose joins
+            take up to :data:`CONSTANT_SHARE` of it.
             (default: :obj:`None`, no limit)
         miner (str, optional): :obj:`"exact"` (refused where the
             enumeration is too large), :obj:`"sampled"`, or :obj:`"auto"`:
@@ -107,19 +113,30 @@ def mine_counts(data: Any, num_steps: int,
                     '' if path_limit is None else
                     f', {"within" if fits else "over"} its '
                     f'{path_limit:.0f}s')
+
+    def count_constants(share: float) -> Optional[ConstantRuleCounts]:
+        # Within `share` of the limit, less the time already spent.
+        if not constants:
+            return None
+        left = None if time_limit is None else max(
+            share * time_limit - (time.perf_counter() - start), 0.) or 1e-9
+        return constant_rule_counts(data, time_limit=left, seed=seed,
+                                    min_support=min_support)
+
     if method == 'exact':
         counts = rule_counts(data, num_steps)
         description = f'exact ({why})'
+        constant_counts = count_constants(1.)
     else:
+        # The sampled miner takes all the time it is given: the constant
+        # rules come first, within their share, and it takes the rest.
+        constant_counts = count_constants(CONSTANT_SHARE)
+        if time_limit is not None:
+            path_limit = all_reduce_number(max(
+                time_limit - (time.perf_counter() - start), 1e-3), 'min')
         counts, report = sample_rule_counts(data, num_steps, path_limit,
                                             seed=seed)
         description = f'sampled ({why}): {report.describe()}'
-    constant_counts = None
-    if constants:
-        left = None if time_limit is None else max(
-            time_limit - (time.perf_counter() - start), 0.) or 1e-9
-        constant_counts = constant_rule_counts(
-            data, time_limit=left, seed=seed, min_support=min_support)
     return MinedCounts(counts, constant_counts, method, description,
                        time.perf_counter() - start)
 
