@@ -25,7 +25,6 @@ from pyg_degreembed.interpret.constant_rules import (ConstantRuleCounts,
                                                      constant_rule_counts)
 from pyg_degreembed.interpret.paths import walk_totals
 from pyg_degreembed.interpret.sampled_rules import sample_rule_counts
-from pyg_degreembed.training.distributed import all_reduce_number
 
 #: Seconds of the exact enumeration beyond its walks (see the module's
 #: description).
@@ -132,8 +131,8 @@ def mine_counts(data: Any, num_steps: int,
         # rules come first, within their share, and it takes the rest.
         constant_counts = count_constants(CONSTANT_SHARE)
         if time_limit is not None:
-            path_limit = all_reduce_number(max(
-                time_limit - (time.perf_counter() - start), 1e-3), 'min')
+            path_limit = max(time_limit - (time.perf_counter() - start),
+                             1e-3)
         counts, report = sample_rule_counts(data, num_steps, path_limit,
                                             seed=seed)
         description = f'sampled ({why}): {report.describe()}'
