@@ -109,14 +109,15 @@ def chosen_reciprocal_ranks(options: Sequence[Ranks],
 PRIOR_QUERIES = 10.
 
 
-def relation_choice(options: Sequence[Ranks], num_relations: int) -> Tensor:
+def relation_choice(options: Sequence[Ranks], num_relations: int,
+                    prior_queries: float = PRIOR_QUERIES) -> Tensor:
     r"""Per query relation :math:`q \in [0, 2R)` (relation and direction of
     the validation queries): the index of the ranking in :obj:`options`
     with the best estimated MRR (realistic ties) on the queries of
     :math:`q`, the earliest one among equals.  A ranking's MRR on
     :math:`q` is estimated from its :math:`n_q` queries of :math:`q`,
     shrunk towards its MRR over all queries :math:`\bar{m}` as if that
-    were :math:`k` = :data:`PRIOR_QUERIES` more queries,
+    were :math:`k` = :obj:`prior_queries` more queries,
 
     .. math::
         \hat{m}_q = \frac{\sum_{i \in q} 1 / \mathrm{rank}_i + k
@@ -136,6 +137,9 @@ def relation_choice(options: Sequence[Ranks], num_relations: int) -> Tensor:
         options (Sequence[Ranks]): Rankings of the same validation queries
             (e.g. by the rules with several confidences and by the model).
         num_relations (int): The number :math:`R` of KG relations.
+        prior_queries (float, optional): :math:`k`. (default:
+            :data:`PRIOR_QUERIES`; :obj:`benchmarks/relation_choice.py`
+            measures others)
 
     :rtype: :class:`torch.Tensor` of shape :obj:`[2R]` (long)
     """
@@ -155,8 +159,8 @@ def relation_choice(options: Sequence[Ranks], num_relations: int) -> Tensor:
     prior = overall if int(overall.argmax()) == chosen else \
         overall[chosen].expand_as(overall)
     # argmax returns the first of equal maxima.
-    return torch.where(count > 0, ((total + PRIOR_QUERIES * prior) /
-                                   (count + PRIOR_QUERIES)).argmax(dim=0),
+    return torch.where(count > 0, ((total + prior_queries * prior) /
+                                   (count + prior_queries)).argmax(dim=0),
                        chosen)
 
 
