@@ -62,7 +62,8 @@ def run(dataset: str, budget: float) -> dict:
                                max_lengths=lengths)
         record = {**payload, 'rules': choice.applied.to_payload(),
                   'scorer': choice.name,
-                  'model_relations': choice.use_model}
+                  'model_relations': choice.use_model,
+                  'relation_settings': choice.relation_settings()}
         scorer = scorer_from_checkpoint(record, model, new_graph=grail)
         test = compute_ranks(scorer, test_data, 'test')
         row[variant] = {

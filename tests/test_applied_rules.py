@@ -313,9 +313,8 @@ def ranks_of(values, relation, direction):
                  torch.tensor(relation), torch.tensor(direction))
 
 
-def test_relation_choice_on_hand_worked_ranks(monkeypatch):
+def test_relation_choice_on_hand_worked_ranks():
     # Without the shrinkage (k = 0): each relation's own MRR.
-    monkeypatch.setattr(scorer_module, 'PRIOR_QUERIES', 0.)
     ranks = ranks_of
     # R = 2: query relations 0, 1 (tail queries), 2, 3 (head queries).
     relation, direction = [0, 0, 1, 1, 0], [0, 0, 0, 1, 1]
@@ -323,11 +322,12 @@ def test_relation_choice_on_hand_worked_ranks(monkeypatch):
     rules = ranks([2, 2, 1, 1, 1], relation, direction)
     # q = 0: model 1/1 + 1/4 = 1.25 > rules 1/2 + 1/2; q = 1: rules better;
     # q = 3: equal (the earlier option); q = 2: model 1/3 < rules 1/1.
-    assert relation_choice([rules, model], 2).tolist() == [1, 0, 0, 0]
-    assert relation_choice([model, rules], 2).tolist() == [0, 1, 1, 0]
+    assert relation_choice([rules, model], 2, 0.).tolist() == [1, 0, 0, 0]
+    assert relation_choice([model, rules], 2, 0.).tolist() == [0, 1, 1, 0]
     # Three options: q = 0 prefers the third (1 + 1/2 > 1.25).
     third = ranks([1, 2, 3, 3, 2], relation, direction)
-    assert relation_choice([rules, model, third], 2).tolist() == [2, 0, 0, 0]
+    assert relation_choice([rules, model, third], 2, 0.).tolist() == \
+        [2, 0, 0, 0]
     # The reciprocal ranks each query gets from its relation's choice.
     assert chosen_reciprocal_ranks([rules, model, third], torch.tensor(
         [2, 0, 1, 1])).tolist() == [1, 1 / 2, 1, 1, 1 / 3]
@@ -336,13 +336,13 @@ def test_relation_choice_on_hand_worked_ranks(monkeypatch):
     # four queries) ...
     model = ranks([1, 1, 1, 1], [0, 1, 0, 1], [0, 0, 0, 0])
     rules = ranks([2, 2, 2, 2], [0, 1, 0, 1], [0, 0, 0, 0])
-    assert relation_choice([rules, model], 2).tolist() == [1, 1, 1, 1]
+    assert relation_choice([rules, model], 2, 0.).tolist() == [1, 1, 1, 1]
     # ... the first where its lead is within noise (1 + 1 against 1 + 1/2:
     # a mean of 1/4, two standard errors 1/2).
     model = ranks([1, 1], [0, 1], [0, 0])
     rules = ranks([1, 2], [0, 1], [0, 0])
-    assert relation_choice([rules, model], 2).tolist() == [0, 1, 0, 0]
-    assert relation_choice([model, rules], 2).tolist() == [0, 0, 0, 0]
+    assert relation_choice([rules, model], 2, 0.).tolist() == [0, 1, 0, 0]
+    assert relation_choice([model, rules], 2, 0.).tolist() == [0, 0, 0, 0]
 
 
 def test_relation_choice_shrinks_towards_the_overall_mrr():
@@ -510,8 +510,11 @@ class ValidationOracle(torch.nn.Module):
         return out
 
 
-def test_the_choice_per_relation_decides_where_each_scorer_wins():
-    # chain_kg's r2 = r0 then r1 (the rules answer every r2 query), and a
+def test_the_choice_per_relation_decides_where_each_scorer_wins(
+        monkeypatch):
+    # A prior of 10 queries, so that the 10 validation queries of r3 below
+    # can decide. chain_kg's r2 = r0 then r1 (the rules answer every r2
+    # query), and a
     # relation r3 whose training triples follow r0 (the rule r3 <= r0 is
     # confident) while its validation answers do not: the rules rank a
     # wrong answer first, the oracle the right one.
@@ -532,6 +535,7 @@ def test_the_choice_per_relation_decides_where_each_scorer_wins():
     data = from_edge_index(train[[0, 2]], train[1], num_nodes=60,
                            num_relations=4, splits=splits)
     oracle = ValidationOracle(r3_valid, 3, 4, 60)
+    monkeypatch.setattr(scorer_module, 'SETTING_PRIOR_QUERIES', 10.)
     choice = choose_scorer(oracle, data, 2, unseen=(200., 5.),
                            aggregations=AGGREGATION_SETTINGS['max-plus'])
     # By construction: the model for r3 and inv_r3; the rules for r2 and
@@ -572,6 +576,84 @@ def test_per_relation_scorer_from_a_checkpoint_payload():
     assert isinstance(scorer_from_checkpoint(payload, model, 'rules'),
                       AppliedRules)
     assert scorer_from_checkpoint(payload, model, 'model') is model
+
+
+def test_each_query_relation_ranks_under_its_own_aggregation():
+    # Per query relation the model, or the rules under one of three
+    # aggregations: every query ranks as the rules mined with its
+    # relation's aggregation (or the model) rank it alone (the rules'
+    # scores, dense ranks over a batch, are the same up to each query's
+    # order); a checkpoint keeps the settings, and on a new graph the
+    # rules' own aggregation ranks.
+    def order(scores):
+        return torch.stack([torch.unique(row, return_inverse=True)[1]
+                            for row in scores])
+
+    data = random_kg(3, N=12, E=60)
+    R = data.num_relations
+    torch.manual_seed(3)
+    model = RuleReasoner(R, num_steps=2).eval()
+    settings = [Aggregation('max-plus', 3), Aggregation('noisy-or', 5),
+                Aggregation('noisy-or', 2, 0.3)]
+    applied = AppliedRules.mine(data, 2, min_support=1, tie_break=model)
+    use_model = torch.arange(2 * R) % 4 == 3
+    relation_setting = torch.arange(2 * R) % 3
+    scorer = PerRelationScorer(applied, use_model, settings,
+                               relation_setting)
+    graph = resolve_graph(data, num_relations=R)
+    head, relation, _ = train_queries(data)
+    got = scorer(graph, head, relation)
+    for q in range(2 * R):
+        rows = relation == q
+        if use_model[q]:
+            want = model(graph, head[rows], relation[rows]).double()
+            assert scorer.ranker(q) is model
+        else:
+            a = settings[int(relation_setting[q])]
+            alone = AppliedRules.mine(data, 2, min_support=1,
+                                      tie_break=model, aggregation=a.name,
+                                      num_keys=a.num_keys,
+                                      model_weight=a.model_weight)
+            want = alone(graph, head[rows], relation[rows])
+            assert scorer.ranker(q).setting == a
+        assert torch.equal(order(got[rows]), order(want))
+    # The rules' own tensors, not copies; their own aggregation unchanged.
+    assert scorer.ranker(1).confidence is applied.confidence
+    assert applied.setting == settings[0]
+    payload = {'rules': applied.to_payload(), 'scorer': 'per-relation',
+               'model_relations': use_model,
+               'relation_settings': {'settings': [list(a) for a in settings],
+                                     'index': relation_setting}}
+    again = scorer_from_checkpoint(payload, model)
+    assert torch.equal(again(graph, head, relation), got)
+    assert torch.equal(
+        scorer_from_checkpoint(payload, model, new_graph=True)
+        .relation_setting, torch.zeros(2 * R, dtype=torch.long))
+    with pytest.raises(ValueError, match="'relation_setting' must hold"):
+        PerRelationScorer(applied, use_model, settings[:2], relation_setting)
+
+
+def test_the_choice_per_relation_takes_each_relation_s_best_aggregation(
+        monkeypatch):
+    # Hand-made validation ranks of two aggregations and the model: q = 0
+    # is best under the second aggregation, q = 1 under the first, q = 2
+    # and 3 by the model; without shrinkage.
+    relation, direction = [0, 0, 1, 1, 0, 1], [0, 0, 0, 0, 1, 1]
+    first = ranks_of([3, 3, 1, 1, 2, 2], relation, direction)
+    second = ranks_of([1, 1, 4, 4, 2, 2], relation, direction)
+    model = ranks_of([5, 5, 5, 5, 1, 1], relation, direction)
+    settings = [Aggregation('max-plus', 3), Aggregation('noisy-or', 50)]
+    name, use_model, setting, words = scorer_module._per_relation(
+        [first, second], model, 5., 2, 0., settings)
+    assert name == 'per-relation'
+    assert use_model.tolist() == [False, False, True, True]
+    assert setting.tolist() == [1, 0, 0, 0]
+    assert 'noisy-or of 50 rules for 1' in words
+    # One aggregation wins everywhere the rules rank: no settings kept.
+    name, use_model, setting, _ = scorer_module._per_relation(
+        [first, first], model, 5., 2, 0., settings)
+    assert setting is None and use_model.tolist() == [False, False, True,
+                                                      True]
 
 
 @pytest.mark.parametrize('seed', [0, 1, 2])

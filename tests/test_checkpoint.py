@@ -189,6 +189,14 @@ def _edit(payload, field, value):
      'field new_graph.unseen: expected a number >= 0, got -1.0'),
     ('new_graph', {'scorer': 'rules', 'unseen': 5., 'colour': 1},
      "field new_graph: unknown key 'colour'"),
+    ('relation_settings', {'settings': [['max-plus', 3, 0., None]],
+                           'index': torch.ones(6, dtype=torch.long)},
+     'field relation_settings.index: expected a long tensor of shape [6] '
+     'of indices into the 1 settings'),
+    ('relation_settings', {'settings': [['magic', 3, 0., None]],
+                           'index': torch.zeros(6, dtype=torch.long)},
+     "field relation_settings.settings: not a list of aggregations: "
+     "'aggregation' must be one of"),
 ])
 def test_an_edited_checkpoint_is_refused_naming_the_field(
         toy_run, tmp_path, capsys, field, value, message):

@@ -11,7 +11,8 @@ from pyg_degreembed.evaluation.predict import predict, reflexive
 from pyg_degreembed.interpret.anyburl import anyburl_lines, read_anyburl
 from pyg_degreembed.interpret.explain import explain
 from pyg_degreembed.training.checkpoint import SCORERS, save_json
-from pyg_degreembed.training.scorer import PerRelationScorer, describe
+from pyg_degreembed.training.scorer import (PerRelationScorer, describe,
+                                            other_settings)
 
 
 def _evaluate_parser(sub):
@@ -124,10 +125,14 @@ def cmd_evaluate(args):
                        num_candidates=args.eval_candidates)
     scorer = _scorer(args, payload, model, args.scorer, data)
     if isinstance(scorer, PerRelationScorer):
+        others = other_settings(
+            scorer.settings,
+            scorer.relation_setting.masked_fill(scorer.use_model, 0))
         print(f'scorer: per query relation, the model '
               f'({int(scorer.use_model.sum())} of {scorer.use_model.numel()}'
-              f') or {_rules_ranking(scorer.rules)} '
-              '(--scorer rules|model: one of them)')
+              f') or {_rules_ranking(scorer.rules)}' +
+              (f' (other aggregations: {others})' if others else '') +
+              ' (--scorer rules|model: one of them)')
     elif scorer is not model:
         print(f'scorer: {_rules_ranking(scorer)} '
               '(--scorer model: the model alone)')
@@ -163,7 +168,7 @@ def cmd_predict(args):
         print(f'filter: answers already in the KG (any split) are left out '
               f'(--show-known lists them){head_note}')
     if isinstance(scorer, PerRelationScorer):  # one ranks this relation
-        scorer = model if scorer.use_model[relation] else scorer.rules
+        scorer = scorer.ranker(relation)
     what = "the model's sum over rule paths" if scorer is model else \
         _rules_ranking(scorer)
     print(f"{'rank':>4}  {'score':>10}  entity    (score: {what}; higher "
@@ -275,13 +280,15 @@ def cmd_explain(args):
         print(f'  ... and {rest} more paths')
     if payload.get('rules') is not None:
         applied = _scorer(args, payload, model, 'rules', data)
-        rules, answer_type = applied.explain(data, head, relation, tail)
         ranker = _scorer(args, payload, model, 'auto', data)
-        if ranker is model or (isinstance(ranker, PerRelationScorer) and
-                               ranker.use_model[relation]):
+        if isinstance(ranker, PerRelationScorer):
+            ranker = ranker.ranker(relation)
+        if ranker is model:
             role = 'the model ranks this query relation, not they'
-        else:
+        else:  # the rules under this query relation's aggregation
+            applied = ranker
             role = f'ranked by {_rules_ranking(applied)}'
+        rules, answer_type = applied.explain(data, head, relation, tail)
         print(f'applied rules that reach {args.tail} (best first; {role}):')
         for rule in rules[:args.k]:
             print('  ' + _rule_text(rule, data))

@@ -332,6 +332,7 @@ def _train(args, config, plan, source, checkpoint, device, process):
             payload['rules'] = choice.applied.to_payload()
             payload['scorer'] = choice.name
             payload['model_relations'] = choice.use_model
+            payload['relation_settings'] = choice.relation_settings()
             payload['new_graph'] = None if choice.new_graph is None else \
                 choice.new_graph.to_payload()
             save_checkpoint(checkpoint, payload)

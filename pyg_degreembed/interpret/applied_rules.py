@@ -64,6 +64,7 @@ rules; equal scores are ordered by the keys above (an added
 :math:`10^{-9}` of their order).  In evidence :math:`-\log(1 - p)` the
 parts add up: :meth:`AppliedRules.evidence` lists them.
 """
+import copy
 import math
 import weakref
 from dataclasses import dataclass
@@ -294,6 +295,25 @@ class AppliedRules(Module):
         r"""How these rules make a candidate's score."""
         return Aggregation(self.aggregation, self.num_keys, self.model_weight,
                            self.redundancy)
+
+    def with_setting(self, setting: Aggregation) -> 'AppliedRules':
+        r"""These rules under another aggregation (:obj:`setting`: its
+        name, number of keys, model weight and redundancy), sharing their
+        tensors (nothing is copied)."""
+        name, keys, weight, redundancy = setting
+        check_aggregation(name, weight, redundancy)
+        check_positive_ints(num_keys=keys)
+        if redundancy is not None and self.overlap is None:
+            raise ValueError("'redundancy' clusters the rules by their "
+                             "overlap: give an 'overlap' (measure_overlap)")
+        out = copy.copy(self)
+        # Their own registries, so that moving one does not move the other.
+        out._buffers = dict(self._buffers)
+        out._modules = dict(self._modules)
+        out.aggregation, out.num_keys = name, int(keys)
+        out.model_weight = float(weight)
+        out.redundancy = None if redundancy is None else float(redundancy)
+        return out
 
     @property
     def num_rules(self) -> int:

@@ -165,7 +165,8 @@ def load_checkpoint(path: str, map_location='cpu') -> Dict[str, Any]:
 
 #: The fields of a checkpoint (:func:`check_contents` refuses others).
 FIELDS = ('format', 'library_version', 'model', 'kg', 'fit', 'state',
-          'rules', 'scorer', 'model_relations', 'new_graph')
+          'rules', 'scorer', 'model_relations', 'relation_settings',
+          'new_graph')
 RULES_FIELDS = ('config', 'relation', 'pattern', 'confidence',
                 'type_confidence', 'support', 'groundings', 'constant_rules',
                 'overlap_pairs', 'overlap_jaccard')
@@ -264,6 +265,7 @@ def check_contents(payload: Dict[str, Any], path: str = 'checkpoint'):
     if payload.get('rules') is not None:
         _check_rules(payload['rules'], R, kg.get('num_nodes'), path)
     _check_scorer(payload, '', R, path)
+    _check_relation_settings(payload.get('relation_settings'), R, path)
     new_graph = payload.get('new_graph')
     if new_graph is not None:
         _known_keys(new_graph, ('scorer', 'unseen', 'model_relations'), path,
@@ -290,6 +292,40 @@ def _check_scorer(choice: Dict[str, Any], prefix: str, R: int, path: str):
             tuple(use_model.shape) == (2 * R, )):
         raise _field_error(path, f'{prefix}model_relations',
                            f'expected a boolean tensor of shape [{2 * R}]')
+
+
+def _check_relation_settings(settings: Any, R: int, path: str):
+    # The aggregation of each query relation (field 'relation_settings'):
+    # None, or {'settings': [[name, keys, weight, redundancy], ...],
+    # 'index': a long tensor [2R] of indices into them}.
+    if settings is None:
+        return
+    from pyg_degreembed.interpret.applied_rules import (Aggregation,
+                                                        check_aggregation)
+    field = 'relation_settings'
+    if not isinstance(settings, dict) or \
+            set(settings) != {'settings', 'index'}:
+        raise _field_error(path, field, "expected a dictionary of "
+                           "'settings' and 'index'")
+    rows = settings['settings']
+    try:
+        for row in rows:
+            name, keys, weight, redundancy = Aggregation(*row)
+            check_aggregation(name, weight, redundancy)
+            if isinstance(keys, bool) or not isinstance(keys, int) or \
+                    keys < 1:
+                raise ValueError(f'{keys!r} rules per answer')
+    except (TypeError, ValueError) as e:
+        raise _field_error(path, f'{field}.settings',
+                           f'not a list of aggregations: {e}') from None
+    index = settings['index']
+    if not (isinstance(index, torch.Tensor) and index.dtype == torch.long
+            and tuple(index.shape) == (2 * R, ) and
+            (R == 0 or (int(index.min()) >= 0 and
+                        int(index.max()) < len(rows)))):
+        raise _field_error(path, f'{field}.index', f'expected a long '
+                           f'tensor of shape [{2 * R}] of indices into '
+                           f'the {len(rows)} settings')
 
 
 def _check_weights(state: Any, shapes: Dict[str, tuple], path: str,
@@ -592,8 +628,11 @@ def scorer_from_checkpoint(payload: Dict[str, Any], model,
         applied = applied.without_constants(choice.get('unseen'))
     if scorer == 'per-relation':
         from pyg_degreembed.training.scorer import PerRelationScorer
-        return PerRelationScorer(applied,
-                                 choice['model_relations']).to(device)
+        settings = None if new_graph else payload.get('relation_settings')
+        return PerRelationScorer(
+            applied, choice['model_relations'],
+            *((None, None) if settings is None else
+              (settings['settings'], settings['index']))).to(device)
     return applied
 
 

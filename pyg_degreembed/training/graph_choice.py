@@ -34,7 +34,7 @@ from torch.nn import Module
 from pyg_degreembed.data.convert import as_kg
 from pyg_degreembed.data.kg import graph_triples
 from pyg_degreembed.evaluation.ranks import compute_ranks
-from pyg_degreembed.interpret.applied_rules import Aggregation, AppliedRules
+from pyg_degreembed.interpret.applied_rules import AppliedRules
 from pyg_degreembed.training.budget import ResourceError
 from pyg_degreembed.training.scorer import (AGGREGATION_CHOICES, MAX_LISTED,
                                             UNSEEN_CHOICES,
@@ -108,7 +108,7 @@ def choose_on_graph(rules: AppliedRules, data: Any,
 
     def chosen(option, why: str, use_model=None) -> GraphChoice:
         u, length, aggregation = option
-        applied = _with_setting(paths.without_constants(u), aggregation)
+        applied = paths.without_constants(u).with_setting(aggregation)
         if length < L:
             applied = applied.shortened(length)
         scorer: Module = applied
@@ -147,23 +147,11 @@ def choose_on_graph(rules: AppliedRules, data: Any,
             f'), chosen of {len(options)} settings' +
             (f' (the first, {recorded}: {values[0]:.4f})' if best else
              ' (the first)'))
-    name, use_model, per = _per_relation(ranked[best], model_ranks, u,
-                                         kg.num_relations)
+    name, use_model, _, per = _per_relation([ranked[best]], model_ranks, u,
+                                            kg.num_relations)
     if name == 'model':
         use_model = torch.ones(2 * kg.num_relations, dtype=torch.bool)
     return chosen(options[best], f'{name} ({words}{per})', use_model)
-
-
-def _with_setting(applied: AppliedRules,
-                  aggregation: Aggregation) -> AppliedRules:
-    # The same rules under another aggregation.
-    name, keys, weight, redundancy = aggregation
-    return AppliedRules.from_payload(
-        {**applied.to_payload(),
-         'config': {**applied.config(), 'aggregation': name,
-                    'num_keys': keys, 'model_weight': weight,
-                    'redundancy': redundancy}},
-        applied.tie_break).to(applied.rule_key.device)
 
 
 __all__ = ['GRAPH_CHOICE_TRIPLES', 'GraphChoice', 'MIN_GRAPH_TRIPLES',

@@ -23,34 +23,66 @@ from pyg_degreembed.training.distributed import all_reduce_number
 
 class PerRelationScorer(Module):
     r"""Ranks the answers of a query :math:`(h, q, ?)` with the model where
-    :obj:`use_model[q]`, with the applied rules otherwise (the scores of
-    one query come from one of them, so its ranks are theirs).
+    :obj:`use_model[q]`, with the applied rules otherwise, each query
+    relation under its own aggregation where :obj:`settings` are given (the
+    scores of one query come from one of them, so its ranks are theirs).
 
     Args:
         rules (AppliedRules): The applied rules, the model as their
             tie-break.
         use_model (torch.Tensor): Per query relation :math:`q \in [0, 2R)`,
             whether the model ranks, shape :obj:`[2R]`.
+        settings (Sequence[Aggregation], optional): The aggregations the
+            rules rank under (:meth:`AppliedRules.with_setting`).
+            (default: :obj:`None`, the rules' own)
+        relation_setting (torch.Tensor, optional): Per query relation, the
+            index of its aggregation in :obj:`settings`, shape :obj:`[2R]`.
+            (default: :obj:`None`, the rules' own)
     """
-    def __init__(self, rules: AppliedRules, use_model: Tensor):
+    def __init__(self, rules: AppliedRules, use_model: Tensor,
+                 settings: Optional[Sequence[Aggregation]] = None,
+                 relation_setting: Optional[Tensor] = None):
         super().__init__()
         if rules.tie_break is None:
             raise ValueError('the applied rules need the model as tie-break')
-        if use_model.shape != (rules.num_edge_types, ):
-            raise ValueError(f"'use_model' must have shape "
-                             f"[{rules.num_edge_types}], got "
+        K = rules.num_edge_types
+        if use_model.shape != (K, ):
+            raise ValueError(f"'use_model' must have shape [{K}], got "
                              f"{list(use_model.shape)}")
+        if (settings is None) != (relation_setting is None):
+            raise ValueError("'settings' and 'relation_setting' go together")
+        self.settings = [rules.setting] if settings is None else \
+            [Aggregation(*a) for a in settings]
+        if relation_setting is None:
+            relation_setting = torch.zeros(K, dtype=torch.long)
+        if relation_setting.shape != (K, ) or (K and not (
+                0 <= int(relation_setting.min()) and
+                int(relation_setting.max()) < len(self.settings))):
+            raise ValueError(f"'relation_setting' must hold an index of "
+                             f"'settings' per query relation (shape [{K}])")
         self.rules = rules
         self.num_relations = rules.num_relations
         self.register_buffer('use_model', use_model.bool())
+        self.register_buffer('relation_setting', relation_setting.long())
+        for setting in self.settings:  # refused here, not when ranking
+            rules.with_setting(setting)
 
     use_model: Tensor
+    relation_setting: Tensor
 
     @property
     def model(self) -> Module:
         tie_break = self.rules.tie_break
         assert tie_break is not None  # checked in __init__
         return tie_break
+
+    def ranker(self, relation: int) -> Module:
+        r"""What ranks the queries of query relation :obj:`relation`: the
+        model, or the rules under that relation's aggregation."""
+        if bool(self.use_model[relation]):
+            return self.model
+        return self.rules.with_setting(
+            self.settings[int(self.relation_setting[relation])])
 
     def forward(self, graph: Any, head: Any, relation: Any, *,
                 remove_tail: Optional[Tensor] = None,
@@ -64,16 +96,19 @@ class PerRelationScorer(Module):
         device = self.use_model.device
         head = index_tensor(head, 'head').to(device)
         relation = index_tensor(relation, 'relation').to(device)
-        by_model = self.use_model[relation]
+        # Who ranks each query: -1 the model, else its setting's index.
+        ranked_by = torch.where(self.use_model[relation], -1,
+                                self.relation_setting[relation])
         N = resolve_graph(graph, num_relations=self.num_relations,
                           device=device).num_nodes
         out = torch.zeros(head.numel(), N, dtype=torch.double, device=device)
-        for scorer, rows in ((self.model, by_model), (self.rules, ~by_model)):
-            if not rows.any():
-                continue
+        for index in torch.unique(ranked_by).tolist():
+            rows = ranked_by == index
+            scorer = self.model if index < 0 else \
+                self.rules.with_setting(self.settings[index])
             extra = {} if remove_tail is None else \
                 {'remove_tail': remove_tail[rows]}
-            if targets is not None and scorer is self.rules:
+            if targets is not None and index >= 0:
                 extra['targets'] = targets[rows]
             out[rows] = scorer(graph, head[rows], relation[rows],
                                **extra).double()
@@ -162,6 +197,14 @@ def relation_choice(options: Sequence[Ranks], num_relations: int,
     return torch.where(count > 0, ((total + prior_queries * prior) /
                                    (count + prior_queries)).argmax(dim=0),
                        chosen)
+
+
+#: The weight, in validation queries, of a ranking's MRR over all query
+#: relations when :func:`choose_scorer` chooses per query relation of the
+#: training KG among the rules under each aggregation and the model
+#: (:func:`relation_choice`): of 10, 30 and 100, the best mean two-fold
+#: validation MRR over six KGs (:obj:`benchmarks/relation_choice.py`).
+SETTING_PRIOR_QUERIES = 100.
 
 
 #: The values of :math:`u` (the confidences' unseen groundings, see
@@ -349,6 +392,20 @@ class ScorerChoice(NamedTuple):
     #: What the prune kept, and why, in words (:obj:`None` without a
     #: prune).
     pruned: Optional[str] = None
+    #: Per-relation, where query relations rank under other aggregations
+    #: than :obj:`aggregation`: the aggregations (that one first) and
+    #: each query relation's index among them (:obj:`None` otherwise).
+    settings: Optional[List[Aggregation]] = None
+    relation_setting: Optional[Tensor] = None
+
+    def relation_settings(self) -> Optional[dict]:
+        r"""The aggregation of each query relation as a checkpoint keeps
+        it (its field :obj:`relation_settings`; :obj:`None`: the rules'
+        own for all)."""
+        if self.settings is None or self.relation_setting is None:
+            return None
+        return {'settings': [list(a) for a in self.settings],
+                'index': self.relation_setting}
 
 
 def choose_scorer(model: Module, data: Any, num_steps: int,
@@ -375,10 +432,13 @@ def choose_scorer(model: Module, data: Any, num_steps: int,
     :meth:`~pyg_degreembed.AppliedRules.shortened`) chosen alike, and
     chooses the scorer.  With
     :obj:`scorer="auto"`, for each query relation :math:`q \in [0, 2R)` the
-    one of the model and the rules with the better validation MRR on the
-    validation queries of :math:`q` (:func:`relation_choice`; the rules
-    among equals): the rules where they win everywhere, the model where it
-    does, a :class:`PerRelationScorer` otherwise.
+    model or the rules under one of the aggregations (at the rule length
+    chosen), whichever has the best validation MRR on the validation
+    queries of :math:`q`, shrunk towards its MRR over all queries as if that
+    were :data:`SETTING_PRIOR_QUERIES` more (:func:`relation_choice`; the
+    rules under the aggregation chosen among equals): the rules where they
+    win everywhere under that aggregation, the model where it does, a
+    :class:`PerRelationScorer` otherwise.
     :obj:`"rules"` takes the rules.  Where the KG has no validation
     triples, the rules with the first :math:`u`.  With constant rules, the
     choice for new graphs (:class:`NewGraphChoice`) is made alike in the
@@ -560,6 +620,7 @@ def choose_scorer(model: Module, data: Any, num_steps: int,
     # the first is chosen (stage 2 may stop before stage 1's triples end).
     rules_ranks, relation_model_ranks = ranked[chosen], model_ranks
     length, aggregation = options[0]
+    rules_options, settings = [rules_ranks], [aggregation]
     if aggregation_ranks is not None:
         values = [ranks.mrr() for ranks in aggregation_ranks[:-1]]
         best = preferred_choice(aggregation_ranks[:-1])
@@ -574,9 +635,14 @@ def choose_scorer(model: Module, data: Any, num_steps: int,
             f'{values[best]:.4f} ({_option(options[best], num_steps)}), '
             f'chosen of {len(options)} settings' +
             (f' (the first: {values[0]:.4f})' if best else ''))
-        if best:  # the choice per relation on the triples of stage 2
-            rules_ranks, relation_model_ranks = aggregation_ranks[best], \
-                aggregation_ranks[-1]
+        # The choice per relation on the triples of stage 2, among the
+        # aggregations at the length chosen (the chosen one first).
+        same = [best] + [i for i, (n, _) in enumerate(options)
+                         if n == length and i != best]
+        rules_options = [aggregation_ranks[i] for i in same]
+        settings = [options[i][1] for i in same]
+        rules_ranks, relation_model_ranks = rules_options[0], \
+            aggregation_ranks[-1]
     applied = mine(u, aggregation, applied_smallest) \
         if u != smallest or aggregation != first else applied_smallest
     if length < num_steps:
@@ -601,14 +667,21 @@ def choose_scorer(model: Module, data: Any, num_steps: int,
                             valid_ranks=ranked, aggregation=aggregation,
                             aggregation_ranks=aggregation_ranks,
                             new_graph=new_graph, pruned=pruned)
-    name, use_model, words = _per_relation(rules_ranks, relation_model_ranks,
-                                           u, kg.num_relations)
+    name, use_model, relation_setting, words = _per_relation(
+        rules_options, relation_model_ranks, u, kg.num_relations,
+        SETTING_PRIOR_QUERIES, settings)
+    used = None if relation_setting is None else settings
+    if used is not None and applied.overlap is None and any(
+            a.redundancy is not None for a in used):
+        applied.take_overlap(applied_smallest)
     ranking: Module = model if name == 'model' else applied
     if use_model is not None:  # per-relation
-        ranking = PerRelationScorer(applied, use_model).to(device)
+        ranking = PerRelationScorer(applied, use_model, used,
+                                    relation_setting).to(device)
     return ScorerChoice(ranking, name, reason + words, applied,
                         time.perf_counter() - start, use_model, u, ranked,
-                        aggregation, aggregation_ranks, new_graph, pruned)
+                        aggregation, aggregation_ranks, new_graph, pruned,
+                        used, relation_setting)
 
 
 def _prune(applied: AppliedRules, ranks: Ranks, data: Any, triples: Tensor,
@@ -647,23 +720,43 @@ def _prune(applied: AppliedRules, ranks: Ranks, data: Any, triples: Tensor,
         ', '.join(tried) + ')'
 
 
-def _per_relation(rules_ranks: Ranks, model_ranks: Ranks, unseen: float,
-                  num_relations: int) -> Tuple[str, Optional[Tensor], str]:
-    # The scorer chosen per query relation (relation_choice): its name,
-    # where the model ranks (per-relation only) and why, in words.
-    use_model = relation_choice([rules_ranks, model_ranks],
-                                num_relations) == 1
+def _per_relation(rules_ranks: Sequence[Ranks], model_ranks: Ranks,
+                  unseen: float, num_relations: int,
+                  prior_queries: float = PRIOR_QUERIES,
+                  settings: Optional[Sequence[Aggregation]] = None
+                  ) -> Tuple[str, Optional[Tensor], Optional[Tensor], str]:
+    # The scorer chosen per query relation (relation_choice) among the
+    # rules under each of `settings` (rankings `rules_ranks`, the chosen
+    # first) and the model: its name, where the model ranks and each
+    # relation's setting (per-relation only; the setting None where every
+    # relation that the rules rank takes the first) and why, in words.
+    options = list(rules_ranks) + [model_ranks]
+    pick = relation_choice(options, num_relations, prior_queries)
+    use_model = pick == len(options) - 1
     words = f", model {model_ranks.mrr():.4f}"
     if use_model.all():
-        return 'model', None, words
-    if not use_model.any():
-        return 'rules', None, words
-    valid_mrr = float(chosen_reciprocal_ranks([rules_ranks, model_ranks],
-                                              use_model.long()).mean())
-    return 'per-relation', use_model, words + (
+        return 'model', None, None, words
+    setting = torch.where(use_model, 0, pick)
+    relation_setting = setting if bool(setting.any()) else None
+    if relation_setting is None and not use_model.any():
+        return 'rules', None, None, words
+    valid_mrr = float(chosen_reciprocal_ranks(options, pick).mean())
+    others = '' if relation_setting is None or settings is None else \
+        '; ' + other_settings(settings, relation_setting)
+    return 'per-relation', use_model, relation_setting, words + (
         f'; the model for {int(use_model.sum())} of {use_model.numel()} '
-        f'query relations, the rules (u = {unseen:g}) for the others: '
-        f'{valid_mrr:.4f}')
+        f'query relations, the rules (u = {unseen:g}) for the others'
+        f'{others}: {valid_mrr:.4f}')
+
+
+def other_settings(settings: Sequence[Aggregation],
+                   relation_setting: Tensor) -> str:
+    r"""In words, the aggregations other than the first that query
+    relations rank under, each with how many (e.g. :obj:`"noisy-or of 50
+    rules for 5"`; the query relations the model ranks hold index 0)."""
+    return ', '.join(
+        f'{describe(settings[i])} for {int((relation_setting == i).sum())}'
+        for i in range(1, len(settings)) if (relation_setting == i).any())
 
 
 def _new_graph_choice(paths_ranked: Sequence[Ranks], model_ranks: Ranks,
@@ -678,8 +771,8 @@ def _new_graph_choice(paths_ranked: Sequence[Ranks], model_ranks: Ranks,
         for u_, ranks in zip(unseen, paths_ranked))
     if scorer == 'rules':
         return NewGraphChoice('rules', u, f'asked for; {reason}')
-    name, use_model, words = _per_relation(paths_ranked[chosen], model_ranks,
-                                           u, num_relations)
+    name, use_model, _, words = _per_relation([paths_ranked[chosen]],
+                                              model_ranks, u, num_relations)
     return NewGraphChoice(name, u, reason + words, use_model)
 
 
@@ -755,5 +848,5 @@ def _join_ranks(parts: Sequence[Ranks]) -> Ranks:
 
 __all__ = ['PerRelationScorer', 'ScorerChoice', 'NewGraphChoice',
            'UNSEEN_CHOICES', 'PRUNE_SUPPORTS',
-           'PRIOR_QUERIES', 'UnseenChoices', 'choose_scorer',
-           'relation_choice']
+           'PRIOR_QUERIES', 'SETTING_PRIOR_QUERIES', 'UnseenChoices',
+           'choose_scorer', 'relation_choice']
