@@ -101,22 +101,27 @@ def unseen_then_relation_choice(num_relations):
     return choose
 
 
-def two_fold_mrr(options, choose):
+def two_fold_mrr(options, choose, halvings: int = 1):
     r"""Validation MRR of a choice among the rankings :obj:`options` of the
     validation queries (:obj:`choose` maps rankings to the index of the
     one for each query relation) made on the other half of the validation
-    triples (both halves, pooled)."""
+    triples (both halves, pooled; a triple's tail and head queries in one
+    half), the mean over :obj:`halvings` seeded halvings (seeds 0, 1,
+    ...)."""
     T = options[0].relation.numel() // 2  # tail queries, then head ones
-    half = torch.zeros(T, dtype=torch.bool)
-    half[torch.randperm(T, generator=torch.Generator().manual_seed(0))[
-        :T // 2]] = True
-    fold = torch.cat([half, half])
-    total = 0.
-    for chosen_on in (fold, ~fold):
-        choice = choose([subset(ranks, chosen_on) for ranks in options])
-        picked = chosen_reciprocal_ranks(options, choice)
-        total += float(picked[~chosen_on].sum())
-    return total / fold.numel()
+    values = []
+    for seed in range(halvings):
+        half = torch.zeros(T, dtype=torch.bool)
+        half[torch.randperm(T, generator=torch.Generator().manual_seed(
+            seed))[:T // 2]] = True
+        fold = torch.cat([half, half])
+        total = 0.
+        for chosen_on in (fold, ~fold):
+            choice = choose([subset(ranks, chosen_on) for ranks in options])
+            picked = chosen_reciprocal_ranks(options, choice)
+            total += float(picked[~chosen_on].sum())
+        values.append(total / fold.numel())
+    return sum(values) / len(values)
 
 
 def subset(ranks, mask):

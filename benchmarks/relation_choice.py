@@ -32,13 +32,13 @@ import os
 import tempfile
 
 import torch
+from applied_rules import two_fold_mrr
 from common import SHARED, default_command, per_dataset_main
 
 from pyg_degreembed import load_model
 from pyg_degreembed.interpret.mining import mine_counts
 from pyg_degreembed.training.checkpoint import load_checkpoint
-from pyg_degreembed.training.scorer import (chosen_reciprocal_ranks,
-                                            choose_scorer, preferred_choice,
+from pyg_degreembed.training.scorer import (choose_scorer, preferred_choice,
                                             relation_choice)
 
 DATASETS = ['family', 'kinship', 'umls', 'fb237_v1', 'WN18RR_v1']
@@ -64,32 +64,6 @@ def any_option(R, k):
     return lambda part: relation_choice(part, R, k)
 
 
-def subset(ranks, mask):
-    return ranks._replace(
-        ranks={tie: value[mask] for tie, value in ranks.ranks.items()},
-        relation=ranks.relation[mask], direction=ranks.direction[mask])
-
-
-def two_fold(options, choose) -> float:
-    # The mean over HALVINGS of the pooled MRR of each half's choice on the
-    # other half (tail queries first, then the head queries of the same
-    # triples: a triple's two queries stay in one half).
-    T = options[0].relation.numel() // 2
-    values = []
-    for seed in range(HALVINGS):
-        half = torch.zeros(T, dtype=torch.bool)
-        half[torch.randperm(T, generator=torch.Generator().manual_seed(
-            seed))[:T // 2]] = True
-        fold = torch.cat([half, half])
-        total = 0.
-        for chosen_on in (fold, ~fold):
-            choice = choose([subset(ranks, chosen_on) for ranks in options])
-            total += float(chosen_reciprocal_ranks(options, choice)[
-                ~chosen_on].sum())
-        values.append(total / fold.numel())
-    return round(sum(values) / len(values), 4)
-
-
 def run(dataset: str, budget: float) -> dict:
     grail = os.path.isdir(os.path.join(SHARED, 'grail', dataset))
     name = os.path.join('grail', dataset) if grail else dataset
@@ -111,7 +85,8 @@ def run(dataset: str, budget: float) -> dict:
             'mining': mined.description,
             'validation_triples': options[0].relation.numel() // 2,
             'option_mrr': [round(o.mrr(), 4) for o in options],
-            'two_fold': {way: two_fold(options, choose)
+            'two_fold': {way: round(two_fold_mrr(options, choose, HALVINGS),
+                                    4)
                          for way, choose in ways.items()}}
 
 

@@ -300,6 +300,7 @@ def _check_relation_settings(settings: Any, R: int, path: str):
     # 'index': a long tensor [2R] of indices into them}.
     if settings is None:
         return
+    from pyg_degreembed.data.kg import check_positive_ints
     from pyg_degreembed.interpret.applied_rules import (Aggregation,
                                                         check_aggregation)
     field = 'relation_settings'
@@ -312,9 +313,7 @@ def _check_relation_settings(settings: Any, R: int, path: str):
         for row in rows:
             name, keys, weight, redundancy = Aggregation(*row)
             check_aggregation(name, weight, redundancy)
-            if isinstance(keys, bool) or not isinstance(keys, int) or \
-                    keys < 1:
-                raise ValueError(f'{keys!r} rules per answer')
+            check_positive_ints(num_keys=keys)
     except (TypeError, ValueError) as e:
         raise _field_error(path, f'{field}.settings',
                            f'not a list of aggregations: {e}') from None
