@@ -19,11 +19,17 @@ validation without the constant rules; ``evaluate --graph --graph-choice
 0``); and ``on_graph``, the choice made on up to 1000 of ``X_ind``'s own
 observed triples, each ranked without its own edge
 (``training.graph_choice.choose_on_graph``, as ``evaluate --graph``
-ranks), with its ``seconds``.
+ranks), with its ``seconds``; and ``on_graph_one_aggregation``, that choice
+as it was made before it chose an aggregation per query relation: on the
+same sampled triples, per query relation the model or the rules under the
+one aggregation chosen (``training.scorer.relation_choice`` with
+``PRIOR_QUERIES``).  Both on-graph variants are also ranked on ``X_ind``'s
+validation triples (never read by a choice: what tells them apart).
 
 A row: ``dataset``, ``budget_seconds``, per variant the ``scorer``, ``u``
 (the training KG's is in the log), ``test_mrr`` (realistic ties) and, for
-``on_graph``, its ``reason``; and the command's log lines of the choices.
+``on_graph``, its ``reason`` (and ``valid_mrr`` for both on-graph
+variants); and the command's log lines of the choices.
 The choices read validation or the new graph's observed triples only; the
 test MRRs are reported, never chosen on.
 
@@ -36,10 +42,17 @@ import time
 
 from common import SHARED, default_command, per_dataset_main
 
+import torch
+
 from pyg_degreembed import AppliedRules, compute_ranks, load_model
+from pyg_degreembed.data.kg import graph_triples
 from pyg_degreembed.training.checkpoint import (load_checkpoint,
                                                 scorer_from_checkpoint)
-from pyg_degreembed.training.graph_choice import choose_on_graph
+from pyg_degreembed.training.graph_choice import (GRAPH_CHOICE_TRIPLES,
+                                                  choose_on_graph)
+from pyg_degreembed.training.scorer import (PRIOR_QUERIES,
+                                            PerRelationScorer,
+                                            relation_choice)
 
 DATASETS = [f'{kg}_v{i}' for kg in ('WN18RR', 'fb237') for i in (1, 2, 3, 4)]
 
@@ -69,21 +82,50 @@ def run(dataset: str, budget: float) -> dict:
         AppliedRules.from_payload(payload['rules'], tie_break=model), graph,
         (payload.get('new_graph') or {}).get('unseen'))
     seconds = time.perf_counter() - start
-    scorer = choice.scorer
-    row['on_graph'] = {
-        'scorer': 'model' if scorer is model else 'rules' if scorer is
-        choice.rules else 'per-relation', 'u': None, 'reason': choice.reason,
-        'seconds': round(seconds, 1),
-        'test_mrr': compute_ranks(scorer, graph, 'test').mrr()}
+    row['on_graph'] = {'reason': choice.reason, 'seconds': round(seconds, 1),
+                       **ranked(choice.scorer, model, choice.rules, graph)}
     print(dataset, 'on_graph', row['on_graph'], flush=True)
+    row['on_graph_one_aggregation'] = ranked(
+        one_aggregation(choice.rules, model, graph), model, choice.rules,
+        graph)
+    print(dataset, 'on_graph_one_aggregation',
+          row['on_graph_one_aggregation'], flush=True)
     return row
+
+
+def ranked(scorer, model, rules, graph) -> dict:
+    # An on-graph variant: what ranks, and its validation and test MRR.
+    return {'scorer': 'model' if scorer is model else 'rules' if scorer is
+            rules else 'per-relation', 'u': None,
+            **{f'{split}_mrr': compute_ranks(scorer, graph, split).mrr()
+               for split in ('valid', 'test')}}
+
+
+def one_aggregation(rules, model, graph):
+    # The choice on the graph with one aggregation for every relation: per
+    # query relation the model or `rules` (the u, length and aggregation
+    # chosen), on the triples choose_on_graph samples (seed 0).
+    triples = graph_triples(graph)
+    sample = triples[:, torch.randperm(
+        triples.size(1), generator=torch.Generator().manual_seed(0))[
+            :GRAPH_CHOICE_TRIPLES]]
+    options = [compute_ranks(scorer, graph, sample, remove_edge=True)
+               for scorer in (rules, model)]
+    use_model = relation_choice(options, graph.num_relations,
+                                PRIOR_QUERIES) == 1
+    if bool(use_model.all()):
+        return model
+    return rules if not use_model.any() else \
+        PerRelationScorer(rules, use_model)
 
 
 def table(rows) -> str:
     lines = ['| split | budget (s) | carried over: scorer | test MRR | for '
              'new graphs: scorer (u) | test MRR | on the graph: scorer | '
-             'test MRR (choice s) | on the graph - for new graphs |',
-             '|---|---|---|---|---|---|---|---|---|']
+             'test MRR (choice s) | on the graph - for new graphs | on the '
+             'graph, one aggregation: valid MRR, test MRR | on the graph: '
+             'valid MRR |',
+             '|---|---|---|---|---|---|---|---|---|---|---|']
     for row in rows:
         cells = [row['dataset'], f"{row['budget_seconds']:g}"]
         for variant in ('carried', 'new_graph', 'on_graph'):
@@ -97,6 +139,11 @@ def table(rows) -> str:
         gain = row['on_graph']['test_mrr'] - row['new_graph']['test_mrr'] \
             if 'on_graph' in row else None
         cells.append('' if gain is None else f'{gain:+.4f}')
+        one = row.get('on_graph_one_aggregation')
+        cells.append('' if one is None else
+                     f"{one['valid_mrr']:.4f}, {one['test_mrr']:.4f}")
+        valid = (row.get('on_graph') or {}).get('valid_mrr')
+        cells.append('' if valid is None else f'{valid:.4f}')
         lines.append('| ' + ' | '.join(cells) + ' |')
     return '\n'.join(lines)
 

@@ -22,9 +22,11 @@ longest rule length (:math:`L` down to 1) and aggregation of
 :data:`~pyg_degreembed.training.scorer.AGGREGATION_CHOICES`, the setting
 recorded for new graphs unless another ranks those triples better beyond
 noise (:func:`~pyg_degreembed.training.scorer.preferred_choice`), then per
-query relation the model or the rules
-(:func:`~pyg_degreembed.training.scorer.relation_choice`).  No query of the
-new graph (its valid or test triples) is read.
+query relation the model or the rules under one of the aggregations (at the
+:math:`u` and rule length chosen, the chosen aggregation preferred;
+:func:`~pyg_degreembed.training.scorer.relation_choice` with
+:data:`~pyg_degreembed.training.scorer.SETTING_PRIOR_QUERIES`).  No query of
+the new graph (its valid or test triples) is read.
 """
 from typing import Any, NamedTuple, Optional
 
@@ -37,6 +39,7 @@ from pyg_degreembed.evaluation.ranks import compute_ranks
 from pyg_degreembed.interpret.applied_rules import AppliedRules
 from pyg_degreembed.training.budget import ResourceError
 from pyg_degreembed.training.scorer import (AGGREGATION_CHOICES, MAX_LISTED,
+                                            SETTING_PRIOR_QUERIES,
                                             UNSEEN_CHOICES,
                                             PerRelationScorer, UnseenChoices,
                                             _option, _per_relation,
@@ -106,7 +109,8 @@ def choose_on_graph(rules: AppliedRules, data: Any,
     triples = graph_triples(kg)
     total = triples.size(1)
 
-    def chosen(option, why: str, use_model=None) -> GraphChoice:
+    def chosen(option, why: str, use_model=None, settings=None,
+               relation_setting=None) -> GraphChoice:
         u, length, aggregation = option
         applied = paths.without_constants(u).with_setting(aggregation)
         if length < L:
@@ -114,7 +118,8 @@ def choose_on_graph(rules: AppliedRules, data: Any,
         scorer: Module = applied
         if use_model is not None:
             scorer = model if bool(use_model.all()) else PerRelationScorer(
-                applied, use_model).to(rules.rule_key.device)
+                applied, use_model, settings, relation_setting).to(
+                    rules.rule_key.device)
         return GraphChoice(scorer, applied, why)
 
     recorded = f'u = {preferred:g}, {_option(options[0][1:], L)}'
@@ -147,11 +152,19 @@ def choose_on_graph(rules: AppliedRules, data: Any,
             f'), chosen of {len(options)} settings' +
             (f' (the first, {recorded}: {values[0]:.4f})' if best else
              ' (the first)'))
-    name, use_model, _, per = _per_relation([ranked[best]], model_ranks, u,
-                                            kg.num_relations)
+    # Per query relation, the model or the rules under one of the
+    # aggregations at the u and length chosen (the chosen one first).
+    same = [best] + [i for i, o in enumerate(options)
+                     if o[:2] == options[best][:2] and i != best]
+    settings = [options[i][2] for i in same]
+    name, use_model, relation_setting, per = _per_relation(
+        [ranked[i] for i in same], model_ranks, u, kg.num_relations,
+        SETTING_PRIOR_QUERIES, settings)
     if name == 'model':
         use_model = torch.ones(2 * kg.num_relations, dtype=torch.bool)
-    return chosen(options[best], f'{name} ({words}{per})', use_model)
+    return chosen(options[best], f'{name} ({words}{per})', use_model,
+                  None if relation_setting is None else settings,
+                  relation_setting)
 
 
 __all__ = ['GRAPH_CHOICE_TRIPLES', 'GraphChoice', 'MIN_GRAPH_TRIPLES',
