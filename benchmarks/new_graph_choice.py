@@ -42,14 +42,12 @@ import time
 
 from common import SHARED, default_command, per_dataset_main
 
-import torch
-
 from pyg_degreembed import AppliedRules, compute_ranks, load_model
 from pyg_degreembed.data.kg import graph_triples
 from pyg_degreembed.training.checkpoint import (load_checkpoint,
                                                 scorer_from_checkpoint)
-from pyg_degreembed.training.graph_choice import (GRAPH_CHOICE_TRIPLES,
-                                                  choose_on_graph)
+from pyg_degreembed.training.graph_choice import (choose_on_graph,
+                                                  sampled_triples)
 from pyg_degreembed.training.scorer import (PRIOR_QUERIES,
                                             PerRelationScorer,
                                             relation_choice)
@@ -105,10 +103,7 @@ def one_aggregation(rules, model, graph):
     # The choice on the graph with one aggregation for every relation: per
     # query relation the model or `rules` (the u, length and aggregation
     # chosen), on the triples choose_on_graph samples (seed 0).
-    triples = graph_triples(graph)
-    sample = triples[:, torch.randperm(
-        triples.size(1), generator=torch.Generator().manual_seed(0))[
-            :GRAPH_CHOICE_TRIPLES]]
+    sample = sampled_triples(graph_triples(graph))
     options = [compute_ranks(scorer, graph, sample, remove_edge=True)
                for scorer in (rules, model)]
     use_model = relation_choice(options, graph.num_relations,

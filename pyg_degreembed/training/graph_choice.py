@@ -31,6 +31,7 @@ the new graph (its valid or test triples) is read.
 from typing import Any, NamedTuple, Optional
 
 import torch
+from torch import Tensor
 from torch.nn import Module
 
 from pyg_degreembed.data.convert import as_kg
@@ -127,9 +128,7 @@ def choose_on_graph(rules: AppliedRules, data: Any,
         return chosen(options[0], f'the rules ({recorded}): the choice for '
                       f'new graphs (the graph has {total} observed triples, '
                       f'fewer than {MIN_GRAPH_TRIPLES} to choose on)')
-    generator = torch.Generator().manual_seed(seed)
-    sample = triples[:, torch.randperm(total, generator=generator)[
-        :max_triples]]
+    sample = sampled_triples(triples, max_triples, seed)
     try:
         every = compute_ranks(
             UnseenChoices(paths, unseens, aggregations, lengths), data,
@@ -167,5 +166,18 @@ def choose_on_graph(rules: AppliedRules, data: Any,
                   relation_setting)
 
 
+def sampled_triples(triples: Tensor, max_triples: int = GRAPH_CHOICE_TRIPLES,
+                    seed: int = 0) -> Tensor:
+    r"""The triples of :obj:`triples` :obj:`[3, T]` that
+    :func:`choose_on_graph` ranks: up to :obj:`max_triples` of them, in
+    a random order drawn with :obj:`seed`.
+
+    :rtype: :class:`torch.Tensor` of shape :obj:`[3, min(T, max_triples)]`
+    """
+    order = torch.randperm(triples.size(1),
+                           generator=torch.Generator().manual_seed(seed))
+    return triples[:, order[:max_triples]]
+
+
 __all__ = ['GRAPH_CHOICE_TRIPLES', 'GraphChoice', 'MIN_GRAPH_TRIPLES',
-           'choose_on_graph']
+           'choose_on_graph', 'sampled_triples']
