@@ -50,6 +50,7 @@ from pyg_degreembed.interpret.applied_rules import (AGGREGATIONS,
                                                     Aggregation, rule_counts)
 from pyg_degreembed.interpret.constant_rules import constant_rule_counts
 from pyg_degreembed.training.checkpoint import load_checkpoint, model_and_data
+from pyg_degreembed.training.graph_choice import sampled_triples
 from pyg_degreembed.training.scorer import (AGGREGATION_CHOICES,
                                             UnseenChoices, preferred_choice,
                                             relation_choice)
@@ -72,13 +73,10 @@ def from_checkpoint(path: str, num_triples: int, seed: int = 1):
     start = time.perf_counter()
     rules.measure_overlap(data, seed=0)
     overlap_seconds = time.perf_counter() - start
-    valid = split_triples(data, 'valid')
-    valid = valid[:, torch.randperm(valid.size(1), generator=torch.Generator(
-    ).manual_seed(seed))[:num_triples]]
+    valid = sampled_triples(split_triples(data, 'valid'), num_triples, seed)
     start = time.perf_counter()
-    with torch.no_grad():
-        *ranked, model_ranks = compute_ranks(
-            UnseenChoices(rules, [u], CHECKPOINT_SETTINGS), data, valid)
+    *ranked, model_ranks = compute_ranks(
+        UnseenChoices(rules, [u], CHECKPOINT_SETTINGS), data, valid)
     ranking_seconds = time.perf_counter() - start
     R = data.num_relations
 
